@@ -1,0 +1,50 @@
+# 2 つのコマンドで十分です / Two commands do all the set-up:
+#   make lab    -> .venv を作って（なければ）JupyterLab で講座を開く
+#   make test   -> .venv を作って（なければ）すべてのテストを実行する
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.ch6-installed
+JOBS   ?= 2
+
+.PHONY: lab test test-devices exercises outputs bench lint clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 10), "Python 3.10+ (3.11 recommended) is needed"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+# 単体テスト + 全ノートブックを nbval（厳密）で、8 模擬デバイスで
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
+	$(BIN)/python tools/make_exercises.py --check
+
+# 模擬デバイス 1, 2, 4 個でも全ノートブックが動くこと（出力は比べない）
+test-devices: $(STAMP)
+	for n in 1 2 4; do \
+	  $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --devices $$n notebooks solutions exercises || exit 1; \
+	done
+
+# solutions/ から exercises/ を作り直して実行
+exercises: $(STAMP)
+	$(BIN)/python tools/make_exercises.py
+
+# notebooks/ と solutions/ を実行し直して出力を保存し、exercises/ も作り直す
+outputs: $(STAMP)
+	$(BIN)/python tools/run_notebooks.py --write notebooks solutions
+	$(BIN)/python tools/make_exercises.py
+
+# 1 冊ごとの実行時間と合計
+bench: $(STAMP)
+	$(BIN)/python tools/run_notebooks.py
+
+lint:
+	python3 ../shared/tools/course_lint.py
+
+clean:
+	rm -rf $(VENV)

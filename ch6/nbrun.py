@@ -1,0 +1,54 @@
+"""ノートブックを新しいカーネルで上から順に実行する（出力の更新・ベンチマーク・採点で共用）。"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import nbformat
+
+DEFAULT_DEVICES = 8
+
+
+def kernel_env(devices: int = DEFAULT_DEVICES, platforms: str | None = "cpu") -> dict[str, str]:
+    """カーネルに渡す環境変数。テストと同じく CPU の模擬デバイスを使う。"""
+    env = dict(os.environ)
+    env["JAX_NUM_CPU_DEVICES"] = str(devices)
+    if platforms:
+        env["JAX_PLATFORMS"] = platforms
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """実行のたびに変わるメタデータ（時刻など）を落とす。"""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("collapsed", None)
+    for key in ("widgets", "papermill"):
+        nb.metadata.pop(key, None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, *, cwd: str | os.PathLike, devices: int = DEFAULT_DEVICES,
+            cell_timeout: int = 300, platforms: str | None = "cpu",
+            allow_errors: bool = False) -> tuple[nbformat.NotebookNode, float]:
+    """nb をその場で実行し、(nb, 秒) を返す。タグ raises-exception のセルは例外を許す。"""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        nb, timeout=cell_timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
+        record_timing=False, allow_errors=allow_errors,
+    )
+    start = time.perf_counter()
+    client.execute(env=kernel_env(devices, platforms))
+    return clean(nb), time.perf_counter() - start
+
+
+def read(path: str | os.PathLike) -> nbformat.NotebookNode:
+    return nbformat.read(str(path), as_version=4)
+
+
+def write(nb: nbformat.NotebookNode, path: str | os.PathLike) -> None:
+    Path(path).write_text(nbformat.writes(nb) + "\n", encoding="utf-8")

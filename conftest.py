@@ -1,0 +1,48 @@
+"""すべてのノートブックテストに共通の設定。
+
+- カーネルの環境: JAX_PLATFORMS=cpu、JAX_NUM_CPU_DEVICES は --devices（既定 8、
+  環境変数 JAX_NUM_CPU_DEVICES があればそれ）。カーネルはこの環境を引き継ぎます。
+- nbval は stderr（警告など、版や機械で変わるもの）を比べません。
+"""
+import os
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--devices", default=None,
+                     help="number of simulated CPU devices for kernels and tests (default 8)")
+
+
+def pytest_configure(config):
+    devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
+    os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    os.environ.setdefault("MPLBACKEND", "agg")
+    _ignore_stderr()
+
+
+def _ignore_stderr():
+    try:
+        from nbval.plugin import IPyNbCell
+    except ImportError:  # nbval なしでも単体テストは動く
+        return
+    if getattr(IPyNbCell.compare_outputs, "_ch6", False):
+        return
+    original = IPyNbCell.compare_outputs
+
+    def compare_outputs(self, test, ref, skip_compare=None):
+        keep = [o for o in test if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+        keep_ref = [o for o in ref if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+        return original(self, keep, keep_ref, skip_compare)
+
+    compare_outputs._ch6 = True
+    IPyNbCell.compare_outputs = compare_outputs
+
+
+@pytest.fixture(scope="session")
+def n_devices():
+    import jax
+
+    return jax.device_count()

@@ -1,0 +1,122 @@
+"""リポジトリの一貫性: 演習が解答と同期、環境ファイルの一致、セットアップセルとバッジ、ローカルパスなし。"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import make_exercises  # noqa: E402
+import nbtemplate  # noqa: E402
+
+FOLDERS = ("notebooks", "solutions", "exercises")
+NOTEBOOKS = sorted(p for f in FOLDERS for p in (ROOT / f).glob("*.ipynb"))
+IDS = [p.relative_to(ROOT).as_posix() for p in NOTEBOOKS]
+LOCAL_PATH = re.compile(r"(/(home|root|work|Users|tmp|private|var/folders)/[\w.-]+|[A-Z]:\\\\Users|site-packages)")
+RETIRED = re.compile(r"jax\.tree_map\(|PositionalSharding|device_put_replicated|device_put_sharded|"
+                     r"jax\.experimental\.shard_map|check_rep\s*=|jnp\.empty\(")
+
+
+def _nb(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _src(cell):
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found"
+
+
+def test_exercises_in_sync_with_solutions():
+    sols = {p.name for p in (ROOT / "solutions").glob("*.ipynb")}
+    exs = {p.name for p in (ROOT / "exercises").glob("*.ipynb")}
+    assert sols == exs, f"solutions/ and exercises/ differ: {sorted(sols ^ exs)}"
+    assert make_exercises.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_setup_cell_and_badge(path):
+    nb = _nb(path)
+    cells = nb["cells"]
+    first_md = next(_src(c) for c in cells if c["cell_type"] == "markdown")
+    rel = path.relative_to(ROOT).as_posix()
+    assert nbtemplate.badge(rel) in first_md, f"{rel}: first markdown cell lacks its Colab badge"
+    first_code = next(_src(c) for c in cells if c["cell_type"] == "code")
+    assert first_code.startswith(nbtemplate.setup_head()), f"{rel}: first code cell is not the standard setup cell"
+    for i, c in enumerate(cells):
+        if c["cell_type"] == "code" and c is not cells[0]:
+            if re.search(r"^\s*(import jax|from jax)", _src(c), re.M):
+                assert "JAX_NUM_CPU_DEVICES" in first_code
+                break
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_are_clean(path):
+    nb = _nb(path)
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and _src(c).strip()]
+    counts = [c.get("execution_count") for c in code]
+    assert counts == list(range(1, len(code) + 1)), "not one clean top-to-bottom run (execution counts)"
+    for i, c in enumerate(code, 1):
+        assert not RETIRED.search(_src(c)), f"code cell {i} uses a removed API"
+        tags = c.get("metadata", {}).get("tags", [])
+        for out in c.get("outputs", []):
+            text = json.dumps(out, ensure_ascii=False)
+            if out.get("output_type") == "error":
+                assert "raises-exception" in tags, f"code cell {i} stored an error without the raises-exception tag"
+            data = {k: v for k, v in out.get("data", {}).items() if not k.startswith("image/")}
+            body = json.dumps([out.get("text", ""), data, out.get("traceback", [])], ensure_ascii=False)
+            assert not LOCAL_PATH.search(body), f"code cell {i} output shows a local path: {LOCAL_PATH.search(body).group(0)}"
+            assert "image/svg" not in text, f"code cell {i}: figures are stored as PNG only"
+        if "raises-exception" in tags:
+            assert any(o.get("output_type") == "error" for o in c.get("outputs", [])), \
+                f"code cell {i} is tagged raises-exception but raised nothing"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.parent.name == "exercises"],
+                         ids=[i for i in IDS if i.startswith("exercises")])
+def test_exercises_hold_no_solution(path):
+    for c in _nb(path)["cells"]:
+        assert "BEGIN SOLUTION" not in _src(c)
+
+
+def _pins():
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, sep, ver = line.partition("==")
+            assert sep, f"requirements.txt: not pinned exactly: {line}"
+            pins[name.lower()] = ver
+    return pins
+
+
+def test_requirements_pinned_and_environment_agrees():
+    pins = _pins()
+    assert pins["jax"] == pins["jaxlib"] == "0.10.2"
+    env = (ROOT / "environment.yml").read_text()
+    assert "-r requirements.txt" in env
+    assert not re.search(r"==|>=", env), "environment.yml repeats versions: keep them in requirements.txt"
+    assert "python=3.11" in env
+
+
+def test_installed_versions_match_pins():
+    from importlib.metadata import version
+
+    for name, ver in _pins().items():
+        assert version(name) == ver, f"{name}: installed {version(name)}, pinned {ver}"
+
+
+def test_readme_lists_every_notebook():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        rel = path.relative_to(ROOT).as_posix()
+        assert rel in readme, f"README does not list {rel}"
+        assert nbtemplate.colab_url(rel) in readme, f"README has no Colab badge for {rel}"

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""ノートブックの決まった部品: Colab バッジと、最初のセットアップセル。
+
+リポジトリの住所は pyproject.toml の [project.urls] Repository だけに書きます。
+住所を変えたら ``python tools/nbtemplate.py --stamp`` で全ノートブックのバッジと
+セットアップセルを書き換えます（tests/test_consistency.py が食い違いを見つけます）。
+ノートブックを作るスクリプトは ``badge(path)`` と ``setup_cell()`` を使ってください。
+"""
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("notebooks", "solutions", "exercises")
+
+
+def repo_url() -> str:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return data["project"]["urls"]["Repository"].rstrip("/")
+
+
+def colab_url(relpath: str) -> str:
+    slug = repo_url().removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{slug}/blob/main/{relpath}"
+
+
+def badge(relpath: str) -> str:
+    """例: badge("notebooks/6_1_vmap.ipynb")"""
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(relpath)})"
+
+
+def setup_head() -> str:
+    """どのノートブックも最初のコードセルをこの文字列で始める（続きは自由）。"""
+    return f'''import os
+import sys
+
+# CPU だけのマシンでも 8 デバイスあるように見せる（GPU/TPU 上では実デバイスが使われる）
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
+try:
+    import ch6  # 講座の補助パッケージ（ローカルでは make lab が導入済み）
+except ImportError:  # Colab など: 講座のリポジトリから導入する
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+{repo_url()}"], check=True)
+    import ch6
+'''
+
+
+def setup_cell(extra: str = "") -> str:
+    """標準のセットアップセル。extra は import の後に足す行。"""
+    return setup_head() + f'''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+np.set_printoptions(precision=4, suppress=True)
+{extra.strip()}
+n_devices = ch6.show_devices()'''.replace("\n\nn_devices", "\nn_devices")
+
+
+_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+_INSTALL = re.compile(r'"git\+https://[^"]+"')
+
+
+def stamp(path: Path) -> bool:
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    rel = path.resolve().relative_to(ROOT).as_posix()
+    changed = False
+    for cell in nb.cells:
+        new = _BADGE.sub(lambda m: badge(rel), cell.source)
+        if cell.cell_type == "code":
+            new = _INSTALL.sub(f'"git+{repo_url()}"', new)
+        if new != cell.source:
+            cell.source, changed = new, True
+    if changed:
+        path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--stamp"]:
+        print(__doc__)
+        sys.exit(2)
+    for folder in FOLDERS:
+        for p in sorted((ROOT / folder).glob("*.ipynb")):
+            if stamp(p):
+                print(f"stamped {p.relative_to(ROOT)}")
