@@ -1,7 +1,9 @@
 """ノートブックを新しいカーネルで上から順に実行する（出力の更新・ベンチマーク・採点で共用）。"""
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import time
 from pathlib import Path
 
@@ -20,11 +22,37 @@ def kernel_env(devices: int = DEFAULT_DEVICES, platforms: str | None = "cpu") ->
     return env
 
 
+SANITIZE_CFG = Path(__file__).resolve().parent.parent / "nbval_sanitize.cfg"
+
+
+def sanitizers(cfg: Path = SANITIZE_CFG) -> list[tuple[re.Pattern, str]]:
+    """nbval_sanitize.cfg の regex/replace の組（テストと保存出力で同じ規則を使う）。"""
+    if not cfg.exists():  # パッケージだけを入れた環境（Colab など）
+        return []
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(cfg, encoding="utf-8")
+    return [(re.compile(parser[s]["regex"]), parser[s]["replace"]) for s in parser.sections()]
+
+
+def _clean_error(out, rules) -> None:
+    """例外の出力: メッセージを規則で整え、トレースバックは最後の 1 行だけにする
+    （ライブラリ内部のフレームはこの機械のパスを含むため）。"""
+    evalue = out.get("evalue", "")
+    for pattern, repl in rules:
+        evalue = pattern.sub(repl, evalue)
+    out["evalue"] = evalue
+    out["traceback"] = [f"{out.get('ename', 'Error')}: {evalue}"]
+
+
 def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """実行のたびに変わるメタデータ（時刻など）を落とす。"""
+    """実行のたびに変わるメタデータ（時刻など）を落とし、例外の出力からローカルパスを除く。"""
+    rules = sanitizers()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("collapsed", None)
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                _clean_error(out, rules)
     for key in ("widgets", "papermill"):
         nb.metadata.pop(key, None)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
