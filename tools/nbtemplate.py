@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 np.set_printoptions(precision=4, suppress=True)
+jax.config.update("jax_pprint_use_color", False)  # jaxpr を色なしで表示（保存した出力を読みやすく）
 {extra.strip()}
 n_devices = ch6.show_devices()'''.replace("\n\nn_devices", "\nn_devices")
 
