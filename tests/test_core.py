@@ -1,0 +1,59 @@
+"""チェックの枠組み: 例外を外に出さない、1 行で決定的、未完了と内部エラーの区別。"""
+import jax.numpy as jnp
+
+import ch6
+from ch6 import _core
+from ch6._core import Fail, exercise, run_check
+
+
+def test_unknown_exercise_is_reported_not_raised(capsys):
+    ch6.check("9.9-9", lambda: None)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "この番号の演習はありません" in out
+
+
+def test_checker_bug_is_reported_without_traceback():
+    @exercise("0.0-bug", "buggy")
+    def buggy(fn):
+        return {}["missing"]  # チェッカー自身の不具合
+
+    try:
+        r = run_check("0.0-bug", lambda: None)
+        assert r.status == "internal" and "チェッカー内部の問題" in r.message
+        assert "Traceback" not in r.line and "\n" not in r.line
+    finally:
+        _core._REGISTRY.pop("0.0-bug")
+
+
+def test_messages_are_deterministic_one_liners():
+    a = run_check("6.1-1", lambda W, xs: jnp.tanh(xs @ W.T) + 1)
+    b = run_check("6.1-1", lambda W, xs: jnp.tanh(xs @ W.T) + 1)
+    assert a == b and "\n" not in a.line and a.line.startswith("❌ [6.1-1]")
+
+
+def test_learner_error_message_hides_addresses():
+    def bad(W, xs):
+        raise ValueError(f"object at {hex(id(W))}\nsecond line")
+
+    r = run_check("6.1-1", bad)
+    assert r.status == "error" and "0x…" in r.message and "second line" not in r.message
+
+
+def test_check_records_results(capsys):
+    before = len(ch6.RESULTS)
+    ch6.check("6.1-1", lambda W, xs: jnp.tanh(xs @ W.T))
+    assert len(ch6.RESULTS) == before + 1 and ch6.RESULTS[-1].ok
+    assert capsys.readouterr().out.startswith("✅ [6.1-1]")
+
+
+def test_fail_is_an_exception_with_message():
+    assert str(Fail("x")) == "x"
+
+
+def test_every_check_reports_not_done_for_a_stub():
+    def stub(*args, **kwargs):
+        raise NotImplementedError
+
+    for ex in sorted(_core.registry()):
+        r = run_check(ex, stub)
+        assert r.status == "not_done", (ex, r.line)
