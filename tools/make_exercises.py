@@ -25,6 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 from ch6 import nbrun  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tools"))
+import nbtemplate  # noqa: E402
+
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^[ \t]*### END SOLUTION\s*$")
 MD_BLOCK = re.compile(r"<!-- BEGIN SOLUTION -->.*?<!-- END SOLUTION -->\n?", re.S)
@@ -58,8 +61,9 @@ def strip_code(source: str, where: str = "") -> str:
     return "\n".join(out)
 
 
-def to_exercise(solution):
-    """解答つきノートブック -> 出力なしの演習ノートブック（まだ実行していない）。"""
+def to_exercise(solution, relpath: str | None = None):
+    """解答つきノートブック -> 出力なしの演習ノートブック（まだ実行していない）。
+    relpath（例 "exercises/6_1_vmap.ipynb"）を渡すと Colab バッジをそのファイルへ向け直す。"""
     nb = copy.deepcopy(solution)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
@@ -67,6 +71,8 @@ def to_exercise(solution):
             cell.outputs, cell.execution_count = [], None
         elif cell.cell_type == "markdown":
             cell.source = MD_BLOCK.sub("", cell.source)
+            if relpath:
+                cell.source = nbtemplate.BADGE.sub(lambda m: nbtemplate.badge(relpath), cell.source)
     return nb
 
 
@@ -87,7 +93,7 @@ def main(argv=None) -> int:
     for sol in sols:
         target = ROOT / "exercises" / sol.name
         try:
-            ex = to_exercise(nbrun.read(sol))
+            ex = to_exercise(nbrun.read(sol), f"exercises/{sol.name}")
         except MarkerError as err:
             print(f"{sol.name}: {err}")
             return 1

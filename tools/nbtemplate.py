@@ -62,7 +62,7 @@ jax.config.update("jax_pprint_use_color", False)  # jaxpr を色なしで表示�
 n_devices = ch6.show_devices()'''.replace("\n\nn_devices", "\nn_devices")
 
 
-_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
 _INSTALL = re.compile(r'"git\+https://[^"]+"')
 
 
@@ -73,7 +73,7 @@ def stamp(path: Path) -> bool:
     rel = path.resolve().relative_to(ROOT).as_posix()
     changed = False
     for cell in nb.cells:
-        new = _BADGE.sub(lambda m: badge(rel), cell.source)
+        new = BADGE.sub(lambda m: badge(rel), cell.source)
         if cell.cell_type == "code":
             new = _INSTALL.sub(f'"git+{repo_url()}"', new)
         if new != cell.source:
