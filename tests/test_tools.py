@@ -54,3 +54,12 @@ def test_setup_cell_starts_with_head_and_sets_devices_before_jax():
 def test_badge_points_at_the_notebook():
     b = nbtemplate.badge("notebooks/6_1_vmap.ipynb")
     assert b.startswith("[![Open In Colab]") and b.endswith("/blob/main/notebooks/6_1_vmap.ipynb)")
+
+
+def test_restamp_moves_every_address_to_the_configured_repository():
+    text = ("[x](https://colab.research.google.com/github/old/repo/blob/main/notebooks/a.ipynb) "
+            '"git+https://github.com/old/repo"')
+    new = nbtemplate.restamp(text)
+    assert "old/repo" not in new
+    assert nbtemplate.colab_url("notebooks/a.ipynb") in new and f"git+{nbtemplate.repo_url()}" in new
+    assert nbtemplate.restamp(new) == new

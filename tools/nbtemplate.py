@@ -2,7 +2,7 @@
 """ノートブックの決まった部品: Colab バッジと、最初のセットアップセル。
 
 リポジトリの住所は pyproject.toml の [project.urls] Repository だけに書きます。
-住所を変えたら ``python tools/nbtemplate.py --stamp`` で全ノートブックのバッジと
+住所を変えたら ``python tools/nbtemplate.py --stamp`` で README と全ノートブックのバッジと
 セットアップセルを書き換えます（tests/test_consistency.py が食い違いを見つけます）。
 ノートブックを作るスクリプトは ``badge(path)`` と ``setup_cell()`` を使ってください。
 """
@@ -63,19 +63,32 @@ n_devices = ch6.show_devices()'''.replace("\n\nn_devices", "\nn_devices")
 
 
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
-_INSTALL = re.compile(r'"git\+https://[^"]+"')
+
+
+_COLAB_PREFIX = re.compile(r"https://colab\.research\.google\.com/github/[^/\s)]+/[^/\s)]+/blob/main/")
+_INSTALL = re.compile(r'git\+https://github\.com/[^/\s"]+/[^/\s"]+')
+
+
+def restamp(text: str) -> str:
+    """Colab のリンクと pip のインストール先を、pyproject.toml の住所に合わせる。"""
+    text = _COLAB_PREFIX.sub(colab_url(""), text)
+    return _INSTALL.sub(f"git+{repo_url()}", text)
 
 
 def stamp(path: Path) -> bool:
+    """ノートブック（セルごと）や README の住所を書き換える。変えたら True。"""
+    if path.suffix != ".ipynb":
+        old = path.read_text(encoding="utf-8")
+        new = restamp(old)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+        return new != old
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
-    rel = path.resolve().relative_to(ROOT).as_posix()
     changed = False
     for cell in nb.cells:
-        new = BADGE.sub(lambda m: badge(rel), cell.source)
-        if cell.cell_type == "code":
-            new = _INSTALL.sub(f'"git+{repo_url()}"', new)
+        new = restamp(cell.source)
         if new != cell.source:
             cell.source, changed = new, True
     if changed:
@@ -87,7 +100,6 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--stamp"]:
         print(__doc__)
         sys.exit(2)
-    for folder in FOLDERS:
-        for p in sorted((ROOT / folder).glob("*.ipynb")):
-            if stamp(p):
-                print(f"stamped {p.relative_to(ROOT)}")
+    for p in [ROOT / "README.md"] + [p for f in FOLDERS for p in sorted((ROOT / f).glob("*.ipynb"))]:
+        if stamp(p):
+            print(f"stamped {p.relative_to(ROOT)}")
