@@ -19,10 +19,9 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
 
-# 単体テスト + 全ノートブックを nbval（厳密）で、8 模擬デバイスで
+# 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
-	$(BIN)/python tools/make_exercises.py --check
 
 # 模擬デバイス 1, 2, 4 個でも全ノートブックが動くこと（出力は比べない）
 test-devices: $(STAMP)
