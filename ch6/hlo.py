@@ -34,3 +34,113 @@ def collectives_in(hlo_text: str) -> dict[str, int]:
 def count_collectives(f: Callable, *args, **kwargs) -> dict[str, int]:
     """f をコンパイルして、HLO に現れる集団通信を種類ごとに数える。"""
     return collectives_in(compiled_text(f, *args, **kwargs))
+
+
+# ---------------------------------------------------------------- 通信量の見積もり
+#
+# HLO の各集団通信の行から、結果の形・型とグループの大きさ（何台で通信するか）を読み取り、
+# リング方式の単純なモデルで「1 台が送るバイト数」を見積もります。
+# 実際の実装（木、双方向リング、ハードウェアの集約など）はこれと違うことがあるので、
+# 値は桁と比（どの通信が重いか）を見るためのものです。
+
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+
+_DTYPE_BYTES = {
+    "pred": 1, "s8": 1, "u8": 1, "s4": 1, "u4": 1,
+    "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+    "s32": 4, "u32": 4, "f32": 4,
+    "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+}
+_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+_GROUPS_LIST = re.compile(r"replica_groups=\{(\{[\d,]*\})")
+_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
+_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_PARTITIONS = re.compile(r"num_partitions=(\d+)")
+
+
+def _dtype_bytes(dtype: str) -> int:
+    if dtype in _DTYPE_BYTES:
+        return _DTYPE_BYTES[dtype]
+    if dtype.startswith("f8"):
+        return 1
+    raise ValueError(f"unknown HLO element type: {dtype}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """HLO の集団通信 1 つ。bytes は 1 台あたりの結果（タプルなら合計）のバイト数。"""
+
+    kind: str                     # "all-gather" など（-start は付けない）
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    bytes: int
+    group_size: int | None        # 一緒に通信する台数（collective-permute は None）
+
+    @property
+    def traffic(self) -> float:
+        """リング方式の単純なモデルで、1 台が送るバイト数。
+
+        n 台のグループで、all-gather は集めた結果 S の (n-1)/n、
+        all-reduce は 2(n-1)/n·S、reduce-scatter は結果 R の (n-1) 倍、
+        all-to-all は手元の配列の (n-1)/n、collective-permute は結果そのもの。
+        """
+        n, s = self.group_size, self.bytes
+        if self.kind == "collective-permute":
+            return float(s)
+        if not n or n <= 1:
+            return 0.0
+        if self.kind == "all-reduce":
+            return 2 * (n - 1) / n * s
+        if self.kind == "reduce-scatter":
+            return float((n - 1) * s)
+        return (n - 1) / n * s  # all-gather, all-to-all
+
+
+def _group_size(line: str, partitions: int | None) -> int | None:
+    m = _GROUPS_LIST.search(line)
+    if m:
+        ids = [t for t in m.group(1).strip("{}").split(",") if t]
+        return len(ids) if ids else partitions
+    m = _GROUPS_IOTA.search(line)
+    if m:
+        return int(m.group(2))
+    m = _GROUPS_MESH.search(line)
+    if m:
+        sizes = dict(re.findall(r"'([^']+)'=(\d+)", m.group(1)))
+        used = re.findall(r"'([^']+)'", m.group(2))
+        if used and all(a in sizes for a in used):
+            return math.prod(int(sizes[a]) for a in used)
+        return None
+    if "replica_groups={}" in line:
+        return partitions
+    return None
+
+
+def collective_ops(hlo_text: str) -> list[Collective]:
+    """HLO テキスト中の集団通信を、現れる順に Collective のリストにする（-done は数えない）。"""
+    m = _PARTITIONS.search(hlo_text)
+    partitions = int(m.group(1)) if m else None
+    ops = []
+    for line in hlo_text.splitlines():
+        hit = _OP.search(line)
+        if not hit or " = " not in line[: hit.start()]:
+            continue
+        kind, start = hit.group(1), bool(hit.group(2))
+        result_type = line[line.index(" = ") + 3: hit.start()]
+        arrays = _ARRAY.findall(result_type)
+        if start and kind in ("all-gather", "collective-permute", "all-to-all") and len(arrays) > 1:
+            arrays = arrays[len(arrays) // 2:]  # (入力…, 結果…) の組から結果だけ
+        if not arrays:
+            continue
+        shapes = tuple(tuple(int(d) for d in dims.split(",") if d) for _, dims in arrays)
+        dtype = arrays[0][0]
+        size = sum(math.prod(s) * _dtype_bytes(t) for s, (t, _) in zip(shapes, arrays))
+        group = None if kind == "collective-permute" else _group_size(line, partitions)
+        ops.append(Collective(kind, shapes, dtype, size, group))
+    return ops
+
+
+def collective_report(f: Callable, *args, **kwargs) -> list[Collective]:
+    """f をコンパイルして、HLO の集団通信を Collective のリストで返す。"""
+    return collective_ops(compiled_text(f, *args, **kwargs))

@@ -1,0 +1,141 @@
+"""ch6.hlo（集団通信の数え方と通信量の見積もり）の単体テスト。
+
+実際にコンパイルするテストは、conftest が決めたデバイス数（既定 8、--devices 2 など）で動きます。
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from ch6.hlo import Collective, collective_ops, collective_report, collectives_in, compiled_text, count_collectives
+
+N = jax.device_count()
+multi = pytest.mark.skipif(N == 1, reason="通信は 2 デバイス以上でしか現れない")
+M, K, NCOL = 16 * N, 8 * N, 4 * N
+
+
+def _mesh(devices=None):
+    return Mesh(np.array(devices or jax.devices()), ("data",))
+
+
+def _matmul_case(a_spec, b_spec, out_spec, mesh=None):
+    mesh = mesh or _mesh()
+    a = jax.device_put(jnp.arange(M * K, dtype=jnp.float32).reshape(M, K) / (M * K), NamedSharding(mesh, a_spec))
+    b = jax.device_put(jnp.ones((K, NCOL), jnp.float32), NamedSharding(mesh, b_spec))
+    f = jax.jit(lambda u, v: u @ v, out_shardings=NamedSharding(mesh, out_spec))
+    return f, a, b
+
+
+# 行列積 a (M, K) @ b (K, N) の 4 つのケース（6.3a のノートブックと同じ）
+FOUR_CASES = {
+    "1 rows of a": ((P("data", None), P(), P("data", None)), {}),
+    "2 contracting of a": ((P(None, "data"), P(), P()), {"all-reduce": 1}),
+    "3 contracting of both": ((P(None, "data"), P("data", None), P()), {"all-reduce": 1}),
+    "4 rows of a, cols of b": ((P("data", None), P(None, "data"), P("data", None)), {"all-gather": 1}),
+}
+
+
+@multi
+@pytest.mark.parametrize("case", FOUR_CASES)
+def test_four_sharded_matmul_cases(case):
+    specs, want = FOUR_CASES[case]
+    f, a, b = _matmul_case(*specs)
+    assert count_collectives(f, a, b) == want
+    np.testing.assert_allclose(np.asarray(f(a, b)), np.asarray(a) @ np.asarray(b), rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", FOUR_CASES)
+def test_one_device_counts_nothing(case):
+    """1 台のメッシュでは、どの配置でも通信は 1 つも入らない。"""
+    f, a, b = _matmul_case(*FOUR_CASES[case][0], mesh=_mesh(jax.devices()[:1]))
+    assert count_collectives(f, a, b) == {}
+    assert collective_report(f, a, b) == []
+
+
+def test_compiled_text_accepts_plain_function():
+    text = compiled_text(lambda x: x * 2, jnp.ones(3))
+    assert "HloModule" in text
+    assert count_collectives(lambda x: x * 2, jnp.ones(3)) == {}
+
+
+@multi
+def test_report_all_reduce_bytes_and_traffic():
+    f, a, b = _matmul_case(P(None, "data"), P("data", None), P())
+    [op] = collective_report(f, a, b)
+    assert op.kind == "all-reduce" and op.shapes == ((M, NCOL),) and op.dtype == "f32"
+    assert op.bytes == M * NCOL * 4
+    assert op.group_size == N
+    assert op.traffic == pytest.approx(2 * (N - 1) / N * M * NCOL * 4)
+
+
+@multi
+def test_report_all_gather_bytes_and_traffic():
+    f, a, b = _matmul_case(P("data", None), P(None, "data"), P("data", None))
+    [op] = collective_report(f, a, b)
+    assert op.kind == "all-gather" and op.bytes == K * NCOL * 4  # b 全体を集める
+    assert op.traffic == pytest.approx((N - 1) / N * K * NCOL * 4)
+
+
+@pytest.mark.skipif(N < 4 or N % 2, reason="2 次元メッシュ (N/2, 2) が要る")
+def test_group_size_on_2d_mesh():
+    mesh = jax.make_mesh((N // 2, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = jax.device_put(jnp.ones((4 * N, 8)), NamedSharding(mesh, P("data", "model")))
+    w = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("model", None)))
+    f = jax.jit(lambda u, v: u @ v, out_shardings=NamedSharding(mesh, P("data", None)))
+    ops = collective_report(f, x, w)
+    assert [op.kind for op in ops] == ["all-reduce"]
+    assert ops[0].group_size == 2  # model 軸の 2 台だけで足し合わせる
+
+
+# ---------------------------------------------------------------- テキストだけで確かめる
+
+HLO = """HloModule jit_f, entry_computation_layout={(f32[8,4]{1,0})->f32[32,4]{1,0}}, num_partitions=4
+
+%fused_all-gather_helper (p: f32[8,4]) -> f32[8,4] {
+  ROOT %p = f32[8,4]{1,0} parameter(0)
+}
+
+ENTRY %main {
+  %param = f32[8,4]{1,0} parameter(0)
+  %all-gather.1 = f32[32,4]{1,0} all-gather(%param), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}
+  %all-reduce = bf16[8,4]{1,0} all-reduce(%param), channel_id=2, replica_groups=[2,2]<=[4], to_apply=%add
+  %ag-start = (f32[8,4]{1,0}, f32[16,4]{1,0}) all-gather-start(%param), channel_id=3, replica_groups={{0,1},{2,3}}, dimensions={0}
+  %ag-done = f32[16,4]{1,0} all-gather-done(%ag-start)
+  %rs = f32[2,4]{1,0} reduce-scatter(%param), channel_id=4, replica_groups={}, dimensions={0}, to_apply=%add
+  %a2a = (f32[2,4]{1,0}, f32[2,4]{1,0}) all-to-all(%p0, %p1), channel_id=5, replica_groups=mesh['axis_0'=2,'axis_1'=2] {'axis_1'}
+  %cp = s32[8]{0} collective-permute(%x), channel_id=6, source_target_pairs={{0,1},{1,0}}
+  ROOT %copy = f32[32,4]{1,0} copy(%all-gather.1)
+}
+"""
+
+
+def test_collectives_in_counts_ops_not_names():
+    assert collectives_in(HLO) == {
+        "all-gather": 2, "all-reduce": 1, "all-to-all": 1, "collective-permute": 1, "reduce-scatter": 1,
+    }
+    assert collectives_in("%copy = f32[2] copy(%all-reduce.3)") == {}
+
+
+def test_collective_ops_parses_shapes_groups_and_bytes():
+    ops = collective_ops(HLO)
+    assert [o.kind for o in ops] == ["all-gather", "all-reduce", "all-gather", "reduce-scatter",
+                                     "all-to-all", "collective-permute"]
+    ag, ar, ag_async, rs, a2a, cp = ops
+    assert (ag.shapes, ag.bytes, ag.group_size) == (((32, 4),), 32 * 4 * 4, 4)
+    assert (ar.dtype, ar.bytes, ar.group_size) == ("bf16", 8 * 4 * 2, 2)         # iota 形式 [2,2]<=[4]
+    assert (ag_async.shapes, ag_async.group_size) == (((16, 4),), 2)            # -start は結果だけ、-done は数えない
+    assert (rs.bytes, rs.group_size) == (2 * 4 * 4, 4)                          # {} は全パーティション
+    assert (a2a.bytes, a2a.group_size) == (2 * 2 * 4 * 4, 2)                    # mesh[...] {'axis_1'} 形式
+    assert (cp.dtype, cp.bytes, cp.group_size) == ("s32", 32, None)
+
+
+def test_traffic_formulas():
+    assert Collective("all-gather", ((32,),), "f32", 128, 4).traffic == pytest.approx(96)
+    assert Collective("all-reduce", ((32,),), "f32", 128, 4).traffic == pytest.approx(192)
+    assert Collective("reduce-scatter", ((8,),), "f32", 32, 4).traffic == pytest.approx(96)
+    assert Collective("all-to-all", ((8,),), "f32", 32, 4).traffic == pytest.approx(24)
+    assert Collective("collective-permute", ((8,),), "f32", 32, None).traffic == 32
+    assert Collective("all-reduce", ((8,),), "f32", 32, 1).traffic == 0
