@@ -165,6 +165,8 @@ def check_ring_shift(fn):
         want = np.roll(xs, shift, axis=0)
         got = call(fn, xs, shift)
         expect_shape(got, xs.shape, f"ring_shift(xs, {shift}) の結果")
+        if _close(got, want):
+            continue
         order = ", ".join(f"{(i - shift) % n}→{i}" for i in range(min(n, 4))) + ("…" if n > 4 else "")
         if shift != 1 and n > 2 and _close(got, np.roll(xs, 1, axis=0)):
             raise Fail(f"shift={shift} でも shift=1 と同じ結果です。引数 shift を使って perm を作りましょう"
