@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""1 台のマシンで JAX のプロセスを N 個起動し、出力に [p0] [p1] ... を付けてまとめます（6.6 節）。
+
+    python examples/launch.py                       # 2 プロセス × CPU デバイス 4 個、3 ステップ
+    python examples/launch.py -n 4                  # 4 プロセス（グローバルデバイス 16 個）
+    python examples/launch.py -n 2 -- --steps 5     # -- の後ろはスクリプトにそのまま渡す
+    python examples/launch.py --as-slurm            # SLURM の srun のふりをする（引数なしの initialize()）
+
+していること:
+- 127.0.0.1 の空きポートを 1 つ選び、coordinator の住所にします（loopback だけ、外からは届かない）。
+- 子プロセスごとに JAX_PLATFORMS=cpu と JAX_NUM_CPU_DEVICES を設定し、このランチャーと同じ
+  Python（sys.executable）でスクリプトを起動します。引数 --coordinator --num-processes
+  --process-id を足します（クラスタでは、この役目をスケジューラ（SLURM など）が担います）。
+- --as-slurm では引数を足す代わりに、srun が設定するのと同じ環境変数（SLURM_NTASKS、SLURM_PROCID
+  など）を設定します。スクリプトは jax.distributed.initialize() を引数なしで呼び、JAX が環境変数から
+  プロセス数・番号・coordinator を読み取ります（ポートと待ち受け先は JAX_COORDINATOR_PORT /
+  JAX_COORDINATOR_BIND_ADDRESS で loopback に限ります）。
+- どれかのプロセスが失敗したら、残りが自分で止まるのを --grace 秒まで待ち、まだ動いているものを
+  止めます。全体も --timeout 秒で打ち切ります。だれが失敗したかを表示し、終了コード 1 で終わります。
+
+ポートは「選んでから coordinator が使うまで」の間にほかのプログラムに取られることがあります。
+そのときは起動し直してください。
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent / "multihost_train.py"
+# JAX の分散サービスがほかのプロセスの故障を検知して、このプロセスを止めたときの目印
+JAX_ABORT = "JAX distributed service detected fatal errors"
+
+
+def free_port() -> int:
+    """127.0.0.1 で空いている TCP ポート（OS に選ばせる）。"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def describe(code: int | None, killed: str | None, output: str) -> str:
+    if killed:
+        return killed
+    if code == 0:
+        return "正常終了 (exit code 0)"
+    if JAX_ABORT in output:
+        return "ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)"
+    if code is not None and code < 0:
+        return f"シグナル {signal.Signals(-code).name} で終了"
+    return f"異常終了 (exit code {code})"
+
+
+def slurm_env(n: int, i: int, port: int) -> dict[str, str]:
+    """srun が 1 ノードで n タスクを起動したときに、タスク i に設定する環境変数（JAX が読むもの）。"""
+    return {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": str(n),
+            "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i),
+            "JAX_COORDINATOR_PORT": str(port), "JAX_COORDINATOR_BIND_ADDRESS": f"127.0.0.1:{port}"}
+
+
+def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: float,
+           script: Path = SCRIPT, as_slurm: bool = False, out=sys.stdout) -> int:
+    port = free_port()
+    coordinator = f"127.0.0.1:{port}"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(devices), PYTHONUNBUFFERED="1")
+    lock = threading.Lock()
+    outputs: list[list[str]] = [[] for _ in range(n)]
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, file=out, flush=True)
+
+    def pump(i: int, stream) -> None:   # 子の出力を 1 行ずつ、印を付けて流す
+        for line in stream:
+            outputs[i].append(line)
+            say(f"[p{i}] {line.rstrip()}")
+
+    how = "SLURM の環境変数で" if as_slurm else "引数で"
+    say(f"[launch] {n} プロセス × CPU デバイス {devices} 個、coordinator {coordinator}（{how}指定）")
+    procs, readers = [], []
+    for i in range(n):
+        if as_slurm:
+            cmd = [sys.executable, "-u", str(script), *script_args]
+            child_env = dict(env, **slurm_env(n, i, port))
+        else:
+            cmd = [sys.executable, "-u", str(script), "--coordinator", coordinator,
+                   "--num-processes", str(n), "--process-id", str(i), *script_args]
+            child_env = env
+        p = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, encoding="utf-8", errors="replace")
+        t = threading.Thread(target=pump, args=(i, p.stdout), daemon=True)
+        t.start()
+        procs.append(p)
+        readers.append(t)
+
+    start = time.monotonic()
+    deadline = start + timeout
+    finished: dict[int, float] = {}          # プロセス番号 -> 終わった時刻
+    killed: dict[int, str] = {}              # 止めたプロセス番号 -> 理由
+    why = f"制限時間 {timeout:g} 秒を過ぎても終わらないので、ランチャーが止めました"
+    try:
+        while len(finished) + len(killed) < n:
+            now = time.monotonic()
+            for i, p in enumerate(procs):
+                if i not in finished and i not in killed and p.poll() is not None:
+                    finished[i] = now
+                    if p.returncode != 0 and deadline > now + grace:
+                        deadline = now + grace   # 失敗が出たら、残りを待つのは grace 秒まで
+                        why = f"ほかのプロセスの失敗から {grace:g} 秒たっても終わらないので、ランチャーが止めました"
+            if now > deadline:
+                for i, p in enumerate(procs):
+                    if i not in finished and i not in killed:
+                        p.kill()
+                        p.wait()
+                        killed[i] = why
+            time.sleep(0.05)
+    finally:   # Ctrl-C などで抜けるときも子を残さない
+        for i, p in enumerate(procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+                killed[i] = "ランチャーが中断されたので止めました"
+    for t in readers:
+        t.join(timeout=5)
+
+    codes = [p.returncode for p in procs]
+    if all(c == 0 for c in codes) and not killed:
+        say(f"[launch] {n} プロセスすべて正常に終了しました")
+        return 0
+    texts = ["".join(o) for o in outputs]
+    for i in range(n):
+        say(f"[launch] process {i}: {describe(codes[i], killed.get(i), texts[i])}")
+    # 原因: JAX に止められた「巻き添え」以外で、最初に失敗したプロセス（止まったままのものも含む）
+    causes = sorted((finished[i], i) for i in finished if codes[i] != 0 and JAX_ABORT not in texts[i])
+    culprits = [i for _, i in causes] + sorted(killed)
+    if not culprits:
+        culprits = [i for _, i in sorted((t, i) for i, t in finished.items() if codes[i] != 0)]
+    first = culprits[0]
+    say(f"[launch] 失敗: process {first} が原因です（{describe(codes[first], killed.get(first), texts[first])}）")
+    return 1
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    script_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--num-processes", type=int, default=2)
+    ap.add_argument("--devices", type=int, default=4, help="プロセスごとの CPU デバイス数")
+    ap.add_argument("--timeout", type=float, default=180, help="全体の上限（秒）")
+    ap.add_argument("--grace", type=float, default=30, help="失敗が出てから残りを待つ上限（秒）")
+    ap.add_argument("--script", type=Path, default=SCRIPT, help="起動するスクリプト")
+    ap.add_argument("--as-slurm", action="store_true", help="引数の代わりに SLURM の環境変数を渡す")
+    args = ap.parse_args(own)
+    return launch(args.num_processes, args.devices, script_args, args.timeout, args.grace, args.script,
+                  args.as_slurm)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
