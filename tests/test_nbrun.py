@@ -1,0 +1,35 @@
+"""ch6.nbrun: 保存する出力からローカルパスを除き、実行のたびに変わるメタデータを落とす。"""
+import nbformat
+
+from ch6 import nbrun
+
+
+def test_error_output_is_stored_without_local_paths():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x")])
+    nb.cells[0].outputs = [nbformat.v4.new_output(
+        "error", ename="TracerBoolConversionError",
+        evalue="This BatchTracer with object id 140123 was created on line:\n  /tmp/ipykernel_4242/123456.py:2:7 (f)",
+        traceback=["File /home/me/.venv/lib/python3.11/site-packages/jax/_src/core.py:1 in f", "..."])]
+    nb.cells[0].metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
+    nbrun.clean(nb)
+    out = nb.cells[0].outputs[0]
+    assert out.evalue == "This BatchTracer with object id N was created on line:\n  <cell>:2:7 (f)"
+    assert out.traceback == ["TracerBoolConversionError: " + out.evalue]
+    assert "execution" not in nb.cells[0].metadata
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_kernel_env_sets_devices_and_platform():
+    env = nbrun.kernel_env(devices=2)
+    assert env["JAX_NUM_CPU_DEVICES"] == "2" and env["JAX_PLATFORMS"] == "cpu"
+
+
+def test_execute_runs_top_to_bottom(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import os\nprint(os.environ['JAX_NUM_CPU_DEVICES'])"),
+        nbformat.v4.new_code_cell("raise ValueError('shown')", metadata={"tags": ["raises-exception"]}),
+    ])
+    nb, secs = nbrun.execute(nb, cwd=tmp_path, devices=3)
+    assert nb.cells[0].outputs[0]["text"] == "3\n"
+    assert nb.cells[1].outputs[0]["ename"] == "ValueError"
+    assert [c.execution_count for c in nb.cells] == [1, 2] and secs > 0
