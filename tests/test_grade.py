@@ -1,0 +1,382 @@
+"""ch6.grade: クラス全員の採点。
+
+テストが自分で提出フォルダを作ります（solutions/ と exercises/ の 6_1_vmap から）:
+正解、一部だけ、ノートブックでない、壊れた JSON、カーネルが落ちる、無限ループ（中断できる・できない）、
+セルの削除と並べ替え、チェック呼び出しの変更と ch6 の差し替え、答えのハードコード。
+採点は 1 回（--jobs 2、短い制限時間）だけ実行し、点数と理由を細かく確かめます。
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ch6 import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
+EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
+IDS = [f"6.1-{k}" for k in range(1, 7)]
+TIMEOUT, CHECK_TIMEOUT = 20, 10
+
+pytestmark = pytest.mark.skipif(not (SOLUTION.exists() and EXERCISE.exists()),
+                                reason="solutions/ と exercises/ の 6_1_vmap が必要")
+
+
+# ------------------------------------------------------------------------------ 提出物を作る部品
+
+def _read(path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def _def_cell(nb, name):
+    return next(i for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and re.search(rf"^def {name}\(", c.source, re.M))
+
+
+def _set_def(nb, name, code):
+    """関数 name の def 行と本体を code（def から始まる）で置き換える。ほかの行（チェック呼び出し）は残す。"""
+    cell = nb.cells[_def_cell(nb, name)]
+    lines = cell.source.splitlines()
+    d = next(k for k, ln in enumerate(lines) if ln.startswith(f"def {name}("))
+    e = d + 1
+    while e < len(lines) and (not lines[e].strip() or lines[e].startswith((" ", "\t"))):
+        e += 1
+    while e > d + 1 and not lines[e - 1].strip():
+        e -= 1
+    lines[d:e] = code.strip("\n").splitlines()
+    cell.source = "\n".join(lines)
+
+
+def _drop_check(nb, eid, replacement=None):
+    for c in nb.cells:
+        if c.cell_type == "code" and f'check("{eid}"' in c.source:
+            c.source = "\n".join((replacement if f'check("{eid}"' in ln else ln) for ln in c.source.splitlines()
+                                 if replacement is not None or f'check("{eid}"' not in ln)
+            return
+    raise AssertionError(eid)
+
+
+def _insert(nb, after_def, source):
+    """関数 after_def のセルの直後にコードセルを入れ、その位置（0 始まり）を返す。"""
+    pos = _def_cell(nb, after_def) + 1
+    nb.cells.insert(pos, nbformat.v4.new_code_cell(source))
+    return pos
+
+
+def _save(nb, path):
+    nbformat.write(nb, str(path))
+
+
+SUBMISSIONS: dict[str, dict] = {}  # 学習者 -> 期待（テストの中で埋める）
+
+
+def _build(folder: Path) -> dict[str, dict]:
+    sol, ex = _read(SOLUTION), _read(EXERCISE)
+    exp: dict[str, dict] = {}
+
+    # 正解（解答ノートブックそのもの）
+    _save(sol, folder / "aoki_6_1_vmap.ipynb")
+    exp["aoki"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[])
+
+    # 一部だけ: 1, 2 正解、3 転置、4 学習者のコードでエラー、5 無限ループ（チェック呼び出しは消した）、6 未着手
+    nb = copy.deepcopy(ex)
+    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
+                                    "    return jax.vmap(lambda x: jnp.tanh(W @ x))(xs)")
+    _set_def(nb, "predict_feature_major", "def predict_feature_major(W, xs_t):\n"
+                                          "    return jax.vmap(predict, in_axes=(None, 1), out_axes=1)(W, xs_t)")
+    _set_def(nb, "pairwise_distances", "def pairwise_distances(X, Y):\n"
+                                       "    d = lambda x, y: jnp.sqrt(jnp.sum((x - y) ** 2))\n"
+                                       "    return jax.vmap(jax.vmap(d, in_axes=(0, None)), in_axes=(None, 0))(X, Y)")
+    _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
+                                           "    return loss_fn(params)")
+    _set_def(nb, "ensemble_predict", "def ensemble_predict(model, stacked_params, xs):\n"
+                                     "    while True:\n        pass")
+    _drop_check(nb, "6.1-5")
+    _save(nb, folder / "ito_6_1_vmap.ipynb")
+    exp["ito"] = dict(marks="✅✅❌❌❌⏳", score=2, notes=[
+        "チェックの呼び出しが書き換えられたか消されています（6.1-5）。採点は講座のチェックで行いました。"],
+        messages={"6.1-3": "転置", "6.1-4": "あなたのコードの中でエラーが起きました: TypeError",
+                  "6.1-5": f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
+                  "6.1-6": "まだ解答されていません"},
+        statuses={"6.1-4": "error", "6.1-5": "timeout", "6.1-6": "not_done"})
+
+    # ノートブックでないファイル、壊れた JSON
+    (folder / "ueda_6_1_vmap.ipynb").write_text("レポートは明日出します\n", encoding="utf-8")
+    exp["ueda"] = dict(marks="⚠️" * 6, score=0, notes=["ノートブックではありません（.ipynb の JSON ではないファイルです）。"])
+    text = nbformat.writes(sol)
+    (folder / "endo_6_1_vmap.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
+    line = text[: len(text) // 2].count("\n") + 1
+    exp["endo"] = dict(marks="⚠️" * 6, score=0, notes=None, note_re=[
+        rf"ファイルが壊れていて読めません（JSON の {line} 行目 \d+ 文字目で解析エラー）。"])
+
+    # カーネルが落ちるセル: そのセルを飛ばして全部採点できる
+    nb = copy.deepcopy(sol)
+    pos = _insert(nb, "pairwise_distances", "import os\nos._exit(1)")
+    _save(nb, folder / "ota_6_1_vmap.ipynb")
+    exp["ota"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[
+        f"上から {pos + 1} 番目のセルでカーネルが停止しました（os._exit やメモリ不足など）。"
+        "新しいカーネルでそのセルを飛ばして採点しました。"])
+
+    # 無限ループ（中断できる）: そこまでに定義された関数だけで採点
+    nb = copy.deepcopy(sol)
+    pos = _insert(nb, "batched_predict", "while True:\n    pass")
+    _save(nb, folder / "kato_6_1_vmap.ipynb")
+    exp["kato"] = dict(marks="✅⚠️⚠️⚠️⚠️⚠️", score=1, notes=[
+        f"上から {pos + 1} 番目のセルで制限時間 {TIMEOUT} 秒を超えました（無限ループ?）。"
+        "そのセル以降は実行せずに採点しました。"],
+        messages={"6.1-2": "predict_feature_major が定義されていません（制限時間内にそのセルまで実行されませんでした）"},
+        statuses={"6.1-2": "missing"})
+
+    # 無限ループ（SIGINT を無視するので中断できない）: カーネルを替えて、そのセルの手前まで
+    nb = copy.deepcopy(sol)
+    pos = _insert(nb, "predict_feature_major",
+                  "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    _save(nb, folder / "kimura_6_1_vmap.ipynb")
+    exp["kimura"] = dict(marks="✅✅⚠️⚠️⚠️⚠️", score=2, notes=[
+        f"上から {pos + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
+        "新しいカーネルでそのセルの手前までを実行して採点しました。"])
+
+    # セルの削除（問題 2 の説明）と並べ替え（問題 6 を問題 5 の前へ）: 採点はそのまま
+    nb = copy.deepcopy(sol)
+    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "6.1-2" in c.source)
+    deleted = copy.deepcopy(ex.cells[md])
+    del nb.cells[md]
+    six, five = _def_cell(nb, "batchnorm_sample"), _def_cell(nb, "ensemble_predict")
+    moved_src = nb.cells[six].source
+    nb.cells.insert(five, nb.cells.pop(six))
+    moved_ref = _def_cell(ex, "batchnorm_sample")
+    _save(nb, folder / "sasaki_6_1_vmap.ipynb")
+    exp["sasaki"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[
+        f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{grade._snippet(deleted)}」。",
+        f"セルの順番が演習ノートブックと違います（1 個が移動: 演習ノートブックの {moved_ref + 1} 番目"
+        f"「{grade._snippet(nbformat.v4.new_code_cell(moved_src))}」など）。"])
+
+    # チェック呼び出しの書き換え・削除、ch6 の差し替え、偽の ch6 パッケージ: 採点は講座のチェックで
+    nb = copy.deepcopy(sol)
+    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
+                                    "    return jnp.array([[0.1, 0.2, 0.3]] * 4)  # ノートブックの例の答え")
+    _drop_check(nb, "6.1-1", 'print("✅ [6.1-1] batched_predict: 正解です。")')
+    _drop_check(nb, "6.1-2")
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "import os, sys\n"
+        "os.makedirs('ch6', exist_ok=True)\n"
+        "open('ch6/__init__.py', 'w').write('')\n"
+        "open('ch6/_core.py', 'w').write('''\n"
+        "class E:\n    title = 'x'\n"
+        "class R:\n    status, message = 'pass', 'ok'\n"
+        "def registry():\n    return {k: E() for k in ['6.1-%d' % i for i in range(1, 7)]}\n"
+        "def run_check(i, f):\n    return R()\n''')\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "ch6.check = lambda *a: print('✅ 正解です')\n"
+        "ch6._core.run_check = lambda i, f: ch6.Result(i, 'pass', 'ok')\n"
+        "sys.modules['ch6'] = None"))
+    _save(nb, folder / "kudo_6_1_vmap.ipynb")
+    exp["kudo"] = dict(marks="❌✅✅✅✅✅", score=5, notes=[
+        "チェックの呼び出しが書き換えられたか消されています（6.1-1, 6.1-2）。採点は講座のチェックで行いました。",
+        "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"],
+        messages={"6.1-1": "形が違います"}, statuses={"6.1-1": "fail"})
+
+    # 答えのハードコード（形まで合わせても、隠し入力の値で見つかる）
+    nb = copy.deepcopy(sol)
+    _set_def(nb, "pairwise_distances", "def pairwise_distances(X, Y):\n    return jnp.zeros((7, 5))")
+    _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
+                                           "    return jnp.ones(10)")
+    _save(nb, folder / "hayashi_6_1_vmap.ipynb")
+    exp["hayashi"] = dict(marks="✅✅❌❌✅✅", score=4, notes=[],
+                          messages={"6.1-3": "値が違います", "6.1-4": "値が違います"},
+                          statuses={"6.1-3": "fail", "6.1-4": "fail"})
+    return exp
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    subs = folder / "提出"
+    subs.mkdir()
+    expected = _build(subs)
+    (subs / ".ipynb_checkpoints").mkdir()
+    (subs / ".ipynb_checkpoints" / "aoki_6_1_vmap-checkpoint.ipynb").write_text("{}")
+    out_csv, out_json = folder / "seiseki.csv", folder / "seiseki.json"
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = grade.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", "2",
+                         "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
+                         "--quiet"])
+    assert rc == 0
+    data = json.loads(out_json.read_text(encoding="utf-8"))
+    return expected, data, buf.getvalue(), out_csv
+
+
+def _by_learner(data):
+    return {r["learner"]: r for r in data["rows"]}
+
+
+def test_every_submission_is_graded(graded):
+    expected, data, _, _ = graded
+    rows = _by_learner(data)
+    assert sorted(rows) == sorted(expected)  # チェックポイントのフォルダは数えない
+    assert all(r["notebook"] == "6_1_vmap" and r["max_score"] == 6 for r in rows.values())
+    assert all(list(r["exercises"]) == IDS for r in rows.values())
+
+
+@pytest.mark.parametrize("learner", ["aoki", "ito", "ueda", "endo", "ota", "kato", "kimura", "sasaki",
+                                     "kudo", "hayashi"])
+def test_scores_marks_and_reasons(graded, learner):
+    expected, data, _, _ = graded
+    row, exp = _by_learner(data)[learner], expected[learner]
+    marks = "".join(row["exercises"][i]["mark"] for i in IDS)
+    assert (marks, row["score"]) == (exp["marks"], exp["score"]), row
+    if exp.get("notes") is not None:
+        assert row["notes"] == exp["notes"]
+    for pattern, note in zip(exp.get("note_re", []), row["notes"]):
+        assert re.fullmatch(pattern, note), note
+    for eid, words in exp.get("messages", {}).items():
+        assert words in row["exercises"][eid]["message"], row["exercises"][eid]
+    for eid, status in exp.get("statuses", {}).items():
+        assert row["exercises"][eid]["status"] == status
+
+
+def test_table_and_csv_show_the_same(graded):
+    expected, data, text, out_csv = graded
+    assert "6_1_vmap（10 件）" in text
+    for learner, exp in expected.items():
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"│ {learner} "))
+        assert f"{exp['score']}/6" in line
+    n_pass = sum(exp["marks"].startswith("✅") for exp in expected.values())
+    assert f"6.1-1 batched_predict（正解 {n_pass}/10）" in text
+    with out_csv.open(encoding="utf-8-sig", newline="") as f:
+        rows = {r["learner"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(expected)
+    for name, r in _by_learner(data).items():
+        assert int(rows[name]["score"]) == r["score"]
+        assert [rows[name][i] for i in IDS] == [r["exercises"][i]["status"] for i in IDS]
+        assert rows[name]["notes"] == " ".join(r["notes"])
+
+
+def test_self_check_prints_each_message(tmp_path, capsys):
+    nb = _read(SOLUTION)
+    _set_def(nb, "ensemble_predict", "def ensemble_predict(model, stacked_params, xs):\n"
+                                     "    return jax.vmap(jax.vmap(model, in_axes=(0, None)), in_axes=(None, 0))"
+                                     "(stacked_params, xs)")
+    path = tmp_path / "6_1_vmap.ipynb"
+    _save(nb, path)
+    assert grade.main([str(path), "--devices", "2", "--timeout", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "✅ [6.1-1] batched_predict: 正解です。" in out
+    assert "❌ [6.1-5] ensemble_predict: 出力の形が (バッチ, モデル, 出力)" in out
+    assert "合計 / total: 5/6" in out
+
+
+# ------------------------------------------------------------------------------ カーネルを使わない部品
+
+def test_learner_names_from_file_names():
+    nb = "6_1_vmap"
+    assert grade.learner_name(Path("x/tanaka_6_1_vmap.ipynb"), nb) == "tanaka"
+    assert grade.learner_name(Path("x/6_1_vmap-山田 花子.ipynb"), nb) == "山田_花子"
+    assert grade.learner_name(Path("x/6_1_vmap (1).ipynb"), nb) == "x"
+    assert grade.learner_name(Path("suzuki/6_1_vmap.ipynb"), nb) == "suzuki"
+
+
+def test_identify_by_name_folder_or_content(tmp_path):
+    titles = grade._registry_titles()
+    assignments = grade.load_assignments(ROOT / "exercises", titles)
+    assert assignments["6_1_vmap"].ids == IDS
+    assert assignments["6_1_vmap"].titles["6.1-4"] == "per_example_grad_norms"
+    ex = _read(EXERCISE)
+    find = grade.identify
+    assert find(Path("a/tanaka_6_1_vmap.ipynb"), None, assignments).name == "6_1_vmap"
+    assert find(Path("6_1_vmap/tanaka.ipynb"), None, assignments).name == "6_1_vmap"
+    assert find(Path("a/tanaka.ipynb"), ex, assignments).name == "6_1_vmap"  # チェックの番号から
+    assert find(Path("a/tanaka.ipynb"), nbformat.v4.new_notebook(), assignments) is None
+    # 参照ノートブックがなければ、登録済みのチェックを節ごとに（6.1- で始まるものすべて）
+    fallback = grade.load_assignments(tmp_path / "none", titles)
+    assert fallback["6.1"].ids == IDS
+    assert find(Path("a/tanaka_6_1_vmap.ipynb"), None, fallback).name == "6.1"
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "空のファイルです"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "ノートブックではありません"),
+    (b'{"cells": [', "JSON の 1 行目"),
+    (b'{"metadata": {}}', "cells がありません"),
+    (b'[1, 2]', "JSON ですが cells がありません"),
+    (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", "source": 5}]}',
+     "ノートブックの形式が正しくありません"),
+])
+def test_unreadable_files(tmp_path, content, words):
+    path = tmp_path / "a.ipynb"
+    path.write_bytes(content)
+    nb, why = grade.read_submission(path)
+    assert nb is None and words in why
+
+
+def test_structure_notes_are_quiet_for_untouched_and_filled_notebooks():
+    assignments = grade.load_assignments(ROOT / "exercises", grade._registry_titles())
+    a = assignments["6_1_vmap"]
+    assert grade.structure_notes(_read(EXERCISE), a) == []
+    nb = _read(EXERCISE)
+    for c in nb.cells:  # 別のツールで保存されてセルの id が変わっても、内容と関数名で対応がつく
+        c.id = "x" + c.id
+    _set_def(nb, "batched_predict", "def batched_predict(W, xs, *, unused=None):\n    return xs")
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("メモ: 学習者が足したセルは数えません"))
+    assert grade.structure_notes(nb, a) == []
+
+
+def test_collect_skips_checkpoints_and_hidden(tmp_path):
+    (tmp_path / "a.ipynb").write_text("{}")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.ipynb").write_text("{}")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "a-checkpoint.ipynb").write_text("{}")
+    (tmp_path / "notes.txt").write_text("x")
+    got = grade.collect([tmp_path, tmp_path / "notes.txt"])
+    assert [p.relative_to(tmp_path).as_posix() for p in got] == ["a.ipynb", "sub/b.ipynb", "notes.txt"]
+
+
+def test_command_line_help():
+    out = subprocess.run([sys.executable, "-m", "ch6.grade", "--help"], capture_output=True, text=True, check=True)
+    assert "--timeout" in out.stdout and "--jobs" in out.stdout and "--csv" in out.stdout
+
+
+def test_a_broken_check_module_does_not_stop_the_others(monkeypatch):
+    import importlib
+    import pkgutil
+
+    from ch6 import _core, checks
+
+    real_iter = pkgutil.iter_modules
+    fake = pkgutil.ModuleInfo(None, "s9_9_missing", False)
+
+    def broken_registry():
+        raise SyntaxError("f-string expression part cannot include a backslash (s9_9_missing.py, line 3)")
+
+    monkeypatch.setattr(grade, "_BROKEN", None)
+    monkeypatch.setattr(_core, "_LOADED", False)
+    monkeypatch.setattr(_core, "registry", broken_registry)
+    monkeypatch.setattr(pkgutil, "iter_modules",
+                        lambda path=None, prefix="": [*real_iter(path, prefix), fake] if path == checks.__path__
+                        else real_iter(path, prefix))
+    broken = grade.load_checks()
+    assert list(broken) == ["s9_9_missing"] and broken["s9_9_missing"].startswith("ModuleNotFoundError")
+    assert _core._LOADED and {"6.1-1", "6.1-6"} <= set(_core._REGISTRY)
+    assert grade._check_module("6.3a-2") == "s6_3a"
+    importlib.invalidate_caches()
+    monkeypatch.setattr(grade, "_BROKEN", None)
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "ch6-grade"
+    assert script.exists(), "pip install -e . で ch6-grade が入ります（pyproject.toml の [project.scripts]）"
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
+    assert "usage: ch6-grade" in out.stdout
