@@ -195,9 +195,9 @@ def check_q6(fn):
     correct = set(_q6_truth(n))
     if not correct:
         raise RuntimeError("q6: no choice matches the computed shape")
-    same = "（1 台なので (1, 6) と (n_devices, 6) は同じ形です）" if n == 1 else ""
+    same = "。1 台なので (1, 6) と (n_devices, 6) は同じ形です" if n == 1 else ""
     return _grade(fn, correct, why, f"各台の (1, 6) が out_specs に従って {n} 台分つながり、全体は ({n}, 6) です"
-                                    f"{same}（いまのデバイス数で実行して確かめました）。")
+                                    f"（いまのデバイス数で実行して確かめました{same}）。")
 
 
 # 6.5-7 -------------------------------------------------------------------------------
