@@ -139,6 +139,13 @@ def test_no_comm_detects_each_collective():
     _fail("6.3a-3", lambda: (P(), P(None, "data"), P()), "all-gather")
 
 
+@pytest.mark.skipif(N != 1, reason="1 デバイスのときだけ、通信の代わりに配置の規則で判定する")
+def test_no_comm_one_device_uses_the_rule():
+    r = _fail("6.3a-3", lambda: (P("data", None), P(None, "data"), P("data", None)), "1 デバイスなので", "all-gather")
+    assert "2 台以上" in r.message
+    _pass("6.3a-3", lambda: (P(), P(None, "data"), P(None, "data")))
+
+
 def test_no_comm_bad_values():
     _fail("6.3a-3", lambda: (P("model"), P(None, "data"), P(None, "data")), "使えません")
     _fail("6.3a-3", lambda: ("data", P(None, "data"), P(None, "data")), "PartitionSpec のはず")
