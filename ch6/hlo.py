@@ -4,6 +4,8 @@
 
     from ch6.hlo import count_collectives
     count_collectives(jax.jit(f), x, w)   # -> {"all-gather": 1}
+    collective_report(jax.jit(f), x, w)   # -> [Collective(kind="all-gather", shapes=..., bytes=..., group_size=8)]
+    op.traffic                            # リング方式の簡単なモデルで、1 台が送るバイト数
 """
 from __future__ import annotations
 
