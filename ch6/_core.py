@@ -67,6 +67,7 @@ class _Entry:
 
 
 _REGISTRY: dict[str, _Entry] = {}
+_LOAD_ERRORS: dict[str, str] = {}  # 読み込めなかったチェックモジュール -> 理由
 _LOADED = False
 RESULTS: list[Result] = []  # このプロセスで実行したチェックの記録（採点ツールが読む）
 
@@ -83,6 +84,12 @@ def exercise(exercise_id: str, title: str):
     return deco
 
 
+def load_errors() -> dict[str, str]:
+    """読み込めなかったチェックモジュールとその理由（テストで空であることを確かめる）。"""
+    registry()
+    return dict(_LOAD_ERRORS)
+
+
 def registry() -> dict[str, _Entry]:
     """全セクションのチェックを読み込み、登録表を返す。"""
     global _LOADED
@@ -90,7 +97,10 @@ def registry() -> dict[str, _Entry]:
         from . import checks
 
         for mod in sorted(pkgutil.iter_modules(checks.__path__), key=lambda m: m.name):
-            importlib.import_module(f"{checks.__name__}.{mod.name}")
+            try:  # 1 つのモジュールの不具合で、他の節のチェックまで止めない
+                importlib.import_module(f"{checks.__name__}.{mod.name}")
+            except Exception as exc:
+                _LOAD_ERRORS[mod.name] = f"{type(exc).__name__}: {_one_line(exc)}"
         _LOADED = True
     return _REGISTRY
 
@@ -244,6 +254,9 @@ def run_check(exercise_id: str, answer: Any) -> Result:
     except Exception as exc:  # チェック定義の読み込み失敗
         return Result(exercise_id, "internal", f"チェックを読み込めませんでした: {_one_line(exc)}")
     if entry is None:
+        if _LOAD_ERRORS:
+            broken = "; ".join(f"{name}: {why}" for name, why in sorted(_LOAD_ERRORS.items()))
+            return Result(exercise_id, "internal", f"チェックの定義を読み込めませんでした（{broken}）。")
         known = ", ".join(sorted(registry()))
         return Result(exercise_id, "internal", f"この番号の演習はありません（あるのは {known}）。")
     try:

@@ -57,3 +57,8 @@ def test_every_check_reports_not_done_for_a_stub():
     for ex in sorted(_core.registry()):
         r = run_check(ex, stub)
         assert r.status == "not_done", (ex, r.line)
+
+
+def test_every_check_module_loads():
+    assert _core.load_errors() == {}
+    assert len(_core.registry()) >= 6
