@@ -556,8 +556,27 @@ def _first_error(cell) -> str:
 
 def _one_line(text: str, limit: int = 80) -> str:
     text = re.sub(r"0x[0-9a-fA-F]+", "0x…", str(text))
+    # SyntaxError の "(3730423741.py, line 2)" はカーネルが付けた一時ファイル名: 行番号だけ残す
+    text = re.sub(r"\s*\((?:[^()]*[/\\])?\d+\.py, line (\d+)\)", r"（\1 行目）", text)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at) -> str:
+    """関数が見つからない理由を、def のあるセルの様子から推し量る。"""
+    pattern = re.compile(rf"^\s*def\s+{re.escape(title)}\s*\(", re.M)
+    cells = [i for i in learner_cells if pattern.search(nb.cells[i].source)]
+    if not cells:
+        return "そのセルを消したか、関数名を変えましたか？"
+    j = cells[-1]
+    if j in cell_errors:
+        e = cell_errors[j]
+        return f"上から {j + 1} 番目のそのセルでエラー: {_one_line(e['ename'] + ': ' + e['evalue'])}"
+    if stop_at is not None and j >= stop_at:
+        return "制限時間内にそのセルまで実行されませんでした"
+    if j in skip:
+        return "そのセルでカーネルが停止しました"
+    return f"上から {j + 1} 番目のセルで定義したあと、消したか上書きしていませんか？"
 
 
 async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -> tuple[dict[str, ExerciseResult], list[str]]:
@@ -579,17 +598,22 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
     skip: set[int] = set()
     stop_at: int | None = None  # 時間切れ: このセルから先は実行しない
     timed_out_cell: int | None = None
+    hung = False  # 中断しても応答せず、カーネルを替えた
     cell_errors: dict[int, dict] = {}
+    started = False
 
-    for attempt in range(MAX_KERNELS):
+    # カーネルが落ちる・固まるたびに、原因のセルを飛ばして新しいカーネルでやり直す
+    for _attempt in range(MAX_KERNELS):
         run = _Run(work, n_learner, cwd, cfg)
         current = None
         try:
             try:
                 await run.start()
+                started = True
             except Exception as exc:
                 notes.append(f"カーネルを起動できませんでした（{type(exc).__name__}）。")
                 break
+            # 1. 学習者のセルを上から（全体で cfg.timeout 秒まで）
             deadline = time.monotonic() + cfg.timeout
             cell_errors = {}
             for i in learner_cells:
@@ -610,8 +634,10 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                     tags = work.cells[i].metadata.get("tags", [])
                     if "raises-exception" not in tags:
                         cell_errors[i] = run.errors[i]
-            current = None
+            # 2. 採点の準備: インストール先の ch6 を読み込み直す
+            current = n_learner
             await run.cell(n_learner, cfg.check_timeout)
+            current = None
             setup_out = _payloads(work.cells[n_learner], nonce)
             origin = next((p.get("origin") for p in setup_out if p.get("kind") == "setup"), None)
             if origin is None or not Path(origin).resolve().is_relative_to(PACKAGE_DIR):
@@ -621,6 +647,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                         eid, assignment.titles.get(eid, "?"), "internal",
                         f"採点用の ch6 を読み込めませんでした（{_one_line(why)}）。"))
                 break
+            # 3. 演習ごとに講座のチェック（1 つ cfg.check_timeout 秒まで）
             for k, eid in enumerate(assignment.ids):
                 if eid in results:
                     continue
@@ -665,12 +692,13 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                              "新しいカーネルでそのセルを飛ばして採点しました。")
             else:
                 stop_at = timed_out_cell = where
+                hung = True
                 notes.append(f"上から {where + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
                              "新しいカーネルでそのセルの手前までを実行して採点しました。")
         finally:
             await run.stop()
 
-    if timed_out_cell is not None and not any("中断もできません" in n for n in notes):
+    if timed_out_cell is not None and not hung:
         notes.insert(0, f"上から {timed_out_cell + 1} 番目のセルで制限時間 {cfg.timeout:g} 秒を超えました"
                         "（無限ループ?）。そのセル以降は実行せずに採点しました。")
     if cell_errors:
@@ -683,11 +711,11 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
         title = assignment.titles.get(eid, "?")
         r = results.get(eid)
         if r is None:
-            results[eid] = ExerciseResult(eid, title, "not_graded",
-                                          f"{title}: カーネルが何度も停止したため採点できませんでした。")
+            why = ("カーネルを起動できなかったため" if not started
+                   else "カーネルが何度も停止したため")
+            results[eid] = ExerciseResult(eid, title, "not_graded", f"{title}: {why}採点できませんでした。")
         elif r.status == "missing":
-            why = ("制限時間内にそのセルまで実行されませんでした" if stop_at is not None
-                   else "セルを消したか、関数名を変えましたか？")
+            why = _why_missing(work, learner_cells, title, cell_errors, skip, stop_at)
             r.message = f"{title}: 関数 {title} が定義されていません（{why}）。"
     return {eid: results[eid] for eid in assignment.ids}, notes
 
@@ -761,13 +789,23 @@ async def grade_all(paths: list[Path], assignments: dict[str, Assignment], cfg: 
 
 
 def _disambiguate(rows: list[Row]) -> None:
+    """同じ名前が重なったら、フォルダ名で区別する（例: nbgrader の submitted/学生/課題/X.ipynb）。"""
     seen: dict[tuple, list[Row]] = {}
     for r in rows:
         seen.setdefault((r.notebook, r.learner), []).append(r)
     for group in seen.values():
-        if len(group) > 1:
+        if len(group) < 2:
+            continue
+        folders = [list(reversed(Path(r.file).resolve().parent.parts)) for r in group]
+        for depth in range(max(map(len, folders))):
+            names = [f[depth] if depth < len(f) else "" for f in folders]
+            if len(set(names)) == len(names) and all(names):
+                for r, n in zip(group, names):
+                    r.learner = n if r.learner == Path(r.file).parent.name else f"{r.learner} ({n})"
+                break
+        else:
             for r in group:
-                r.learner = f"{r.learner} ({Path(r.file).name})"
+                r.learner = f"{r.learner} ({r.file})"
 
 
 # ------------------------------------------------------------------------------ 表示と書き出し
@@ -811,7 +849,7 @@ def render(rows: list[Row], assignments: dict[str, Assignment], console=None, de
         table.add_column("備考 / notes", overflow="fold", ratio=1)
         for r in group:
             marks = [r.exercises[e].mark if e in r.exercises else "" for e in a.ids]
-            table.add_row(r.learner, *marks, f"{r.score}/{r.max_score}", " ".join(r.notes))
+            table.add_row(r.learner, *marks, f"{r.score}/{r.max_score}", "\n".join(r.notes))
         console.print(table)
         passed = [sum(e in r.exercises and r.exercises[e].status == "pass" for r in group) for e in a.ids]
         console.print("演習 / exercises: " + ", ".join(f"{e} {a.titles.get(e, '?')}（正解 {n}/{len(group)}）"
@@ -834,7 +872,10 @@ def render(rows: list[Row], assignments: dict[str, Assignment], console=None, de
 def render_self_check(row: Row, console=None) -> None:
     console = _console(console)
     console.print(f"{row.file}（{row.notebook or '?'}）", markup=False, highlight=False)
-    for x in row.exercises.values():
+    results = list(row.exercises.values())
+    if results and all(x.status == "not_graded" and x.message == results[0].message for x in results):
+        results = []  # 読めないファイル: 理由は備考に 1 回だけ
+    for x in results:
         console.print(x.line(), markup=False, highlight=False)
     for n in row.notes:
         console.print(f"備考: {n}", markup=False, highlight=False)
@@ -883,6 +924,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="進み具合を表示しない")
     args = ap.parse_args(argv)
 
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"見つかりません / not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
     paths = collect(args.paths)
     if not paths:
         print("採点するノートブックが見つかりません / no notebooks found", file=sys.stderr)
@@ -899,7 +944,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config(timeout=args.timeout, check_timeout=args.check_timeout, devices=args.devices, jobs=args.jobs)
     progress = None if args.quiet or len(paths) == 1 else (lambda s: print(s, file=sys.stderr, flush=True))
     start = time.monotonic()
-    rows = asyncio.run(grade_all(paths, assignments, cfg, args.notebook, progress))
+    try:
+        rows = asyncio.run(grade_all(paths, assignments, cfg, args.notebook, progress))
+    except KeyboardInterrupt:  # カーネルは各タスクの finally で止めてある
+        print("中断しました / interrupted", file=sys.stderr)
+        return 130
     if len(paths) == 1 and rows[0].notebook is not None:
         render_self_check(rows[0])
     else:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
 IDS = [f"6.1-{k}" for k in range(1, 7)]
-TIMEOUT, CHECK_TIMEOUT = 20, 10
+TIMEOUT, CHECK_TIMEOUT = 15, 8
 
 pytestmark = pytest.mark.skipif(not (SOLUTION.exists() and EXERCISE.exists()),
                                 reason="solutions/ と exercises/ の 6_1_vmap が必要")
@@ -98,7 +98,8 @@ def _build(folder: Path) -> dict[str, dict]:
     _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
                                            "    return loss_fn(params)")
     _set_def(nb, "ensemble_predict", "def ensemble_predict(model, stacked_params, xs):\n"
-                                     "    while True:\n        pass")
+                                     "    import time\n"
+                                     "    while True:  # 終わらない（CPU を空けるため sleep）\n        time.sleep(0.1)")
     _drop_check(nb, "6.1-5")
     _save(nb, folder / "ito_6_1_vmap.ipynb")
     exp["ito"] = dict(marks="✅✅❌❌❌⏳", score=2, notes=[
@@ -127,18 +128,18 @@ def _build(folder: Path) -> dict[str, dict]:
 
     # 無限ループ（中断できる）: そこまでに定義された関数だけで採点
     nb = copy.deepcopy(sol)
-    pos = _insert(nb, "batched_predict", "while True:\n    pass")
+    pos = _insert(nb, "batched_predict", "import time\nwhile True:\n    time.sleep(0.1)")
     _save(nb, folder / "kato_6_1_vmap.ipynb")
     exp["kato"] = dict(marks="✅⚠️⚠️⚠️⚠️⚠️", score=1, notes=[
         f"上から {pos + 1} 番目のセルで制限時間 {TIMEOUT} 秒を超えました（無限ループ?）。"
         "そのセル以降は実行せずに採点しました。"],
-        messages={"6.1-2": "predict_feature_major が定義されていません（制限時間内にそのセルまで実行されませんでした）"},
+        messages={"6.1-2": "関数 predict_feature_major が定義されていません（制限時間内にそのセルまで実行されませんでした）"},
         statuses={"6.1-2": "missing"})
 
     # 無限ループ（SIGINT を無視するので中断できない）: カーネルを替えて、そのセルの手前まで
     nb = copy.deepcopy(sol)
     pos = _insert(nb, "predict_feature_major",
-                  "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+                  "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)")
     _save(nb, folder / "kimura_6_1_vmap.ipynb")
     exp["kimura"] = dict(marks="✅✅⚠️⚠️⚠️⚠️", score=2, notes=[
         f"上から {pos + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
@@ -184,15 +185,19 @@ def _build(folder: Path) -> dict[str, dict]:
         "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"],
         messages={"6.1-1": "形が違います"}, statuses={"6.1-1": "fail"})
 
-    # 答えのハードコード（形まで合わせても、隠し入力の値で見つかる）
+    # 答えのハードコード（形まで合わせても、隠し入力の値で見つかる）と、構文エラーで定義されなかった関数
     nb = copy.deepcopy(sol)
     _set_def(nb, "pairwise_distances", "def pairwise_distances(X, Y):\n    return jnp.zeros((7, 5))")
     _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
                                            "    return jnp.ones(10)")
+    _set_def(nb, "batchnorm_sample", "def batchnorm_sample(x, eps=1e-5:\n    return x")
+    bad = _def_cell(nb, "batchnorm_sample")
     _save(nb, folder / "hayashi_6_1_vmap.ipynb")
-    exp["hayashi"] = dict(marks="✅✅❌❌✅✅", score=4, notes=[],
-                          messages={"6.1-3": "値が違います", "6.1-4": "値が違います"},
-                          statuses={"6.1-3": "fail", "6.1-4": "fail"})
+    exp["hayashi"] = dict(marks="✅✅❌❌✅⚠️", score=3, notes=None, note_re=[
+        rf"上から {bad + 1} 番目のセルでエラー: SyntaxError: .+（1 行目）"],
+        messages={"6.1-3": "値が違います", "6.1-4": "値が違います",
+                  "6.1-6": f"関数 batchnorm_sample が定義されていません（上から {bad + 1} 番目のそのセルでエラー: SyntaxError"},
+        statuses={"6.1-3": "fail", "6.1-4": "fail", "6.1-6": "missing"})
     return exp
 
 
@@ -239,8 +244,10 @@ def test_scores_marks_and_reasons(graded, learner):
     assert (marks, row["score"]) == (exp["marks"], exp["score"]), row
     if exp.get("notes") is not None:
         assert row["notes"] == exp["notes"]
-    for pattern, note in zip(exp.get("note_re", []), row["notes"]):
-        assert re.fullmatch(pattern, note), note
+    if "note_re" in exp:
+        assert len(row["notes"]) == len(exp["note_re"]), row["notes"]
+        for pattern, note in zip(exp["note_re"], row["notes"]):
+            assert re.fullmatch(pattern, note), note
     for eid, words in exp.get("messages", {}).items():
         assert words in row["exercises"][eid]["message"], row["exercises"][eid]
     for eid, status in exp.get("statuses", {}).items():
@@ -380,3 +387,10 @@ def test_console_script_is_installed():
     assert script.exists(), "pip install -e . で ch6-grade が入ります（pyproject.toml の [project.scripts]）"
     out = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
     assert "usage: ch6-grade" in out.stdout
+
+
+def test_same_names_are_told_apart_by_folder():
+    rows = [grade.Row(grade.learner_name(Path(p), "6_1_vmap"), p, "6_1_vmap") for p in
+            ["submitted/tanaka/ps1/6_1_vmap.ipynb", "submitted/sato/ps1/6_1_vmap.ipynb", "x/ito_6_1_vmap.ipynb"]]
+    grade._disambiguate(rows)
+    assert [r.learner for r in rows] == ["tanaka", "sato", "ito"]
