@@ -53,6 +53,8 @@ def test_6_2_1_wrong():
     if N > 1:
         expect("6.2-1", local, "fail", "デバイス）の中だけ")
     expect("6.2-1", lambda xs: xs / xs.sum(), "fail", "psum が見つかりません")
+    loop = lambda xs: jnp.stack([x / sum(r.sum() for r in xs) for x in xs])  # noqa: E731  Python のループ
+    expect("6.2-1", loop, "fail", "psum が見つかりません")
     expect("6.2-1", lambda xs: jnp.ones((N, 5)) / (5 * N), "fail", "値が違います")
     transposed = lambda xs: jax.pmap(lambda x: x / lax.psum(x.sum(), "i"), axis_name="i", out_axes=1)(xs)  # noqa: E731
     expect("6.2-1", transposed, "fail", "転置", "out_axes")
@@ -149,6 +151,8 @@ def test_6_2_3_wrong():
         same = lambda xs, s: jax.pmap(lambda x: lax.ppermute(x, "r", [(i, i) for i in range(N)]), axis_name="r")(xs)  # noqa: E731
         expect("6.2-3", same, "fail", "動いていません")
     expect("6.2-3", lambda xs, s: jnp.roll(xs, s, axis=0), "fail", "ppermute が見つかりません", "jnp.roll")
+    loop = lambda xs, s: jnp.stack([xs[(i - s) % N] for i in range(N)])  # noqa: E731  Python のループ
+    expect("6.2-3", loop, "fail", "ppermute が見つかりません")
     gather = lambda xs, s: jax.pmap(  # noqa: E731
         lambda x: lax.all_gather(x, "r")[(lax.axis_index("r") - s) % N], axis_name="r")(xs)
     expect("6.2-3", gather, "fail", "ppermute が見つかりません", "all_gather")
