@@ -7,6 +7,7 @@
     run = multihost.run(n=2, devices=4)      # python examples/launch.py -n 2 --devices 4 と同じ
     multihost.show(run.stdout)               # プロセスごとにまとめて表示
     run.results()                            # {0: {...}, 1: {...}}  各プロセスの RESULT 行
+    multihost.load_script().run(0, 1)        # 同じ学習を、このプロセスだけで（比較用）
 """
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ _GLOO_PIECES = re.compile(r"^(?:\[Gloo\] Rank |\d+| is connected to | peer ranks
 def repo_root() -> Path:
     """examples/ があるリポジトリの根。パッケージだけが入った環境（Colab）ではリポジトリを複製します。"""
     here = Path(__file__).resolve().parent.parent
-    if (here / "examples" / "launch.py").exists():
-        return here
+    for root in (here, Path.cwd(), *Path.cwd().parents):   # 編集可能な導入、またはリポジトリの中から
+        if (root / "examples" / "launch.py").exists():
+            return root
     target = Path.cwd() / "ch6-notebooks"
     if not (target / "examples" / "launch.py").exists():
         from importlib.metadata import metadata
@@ -75,6 +77,11 @@ class Run:
         return dict(sorted(res.items()))
 
 
+def results(stdout: str) -> dict[int, dict]:
+    """ランチャーの出力から、各プロセスの RESULT 行を {process: dict} で返します。"""
+    return Run(0, stdout, 0.0).results()
+
+
 def run(n: int = 2, devices: int = 4, script_args=(), timeout: float = 120, grace: float = 30) -> Run:
     """examples/launch.py を子プロセスとして実行し、終わるまで待ちます。"""
     start = time.perf_counter()
@@ -103,7 +110,7 @@ def condense(lines: list[str]) -> list[str]:
             continue
         m = _GLOG.match(line)
         if m:
-            msg = _PROTO.sub("", m.group(2)).strip()
+            msg = ". ".join(_PROTO.sub("", m.group(2)).strip().split(". ")[:2])   # 最初の 2 文まで
             out.append(f"JAX ログ ({m.group(1)}): {msg}")
             in_log = in_log or m.group(1) in "EF"
             continue
@@ -113,8 +120,9 @@ def condense(lines: list[str]) -> list[str]:
     return out
 
 
-def show(stdout: str, width: int = 160) -> None:
-    """出力をプロセスごとにまとめて表示します（行の順序が実行ごとに変わらないように）。"""
+def show(stdout: str, width: int = 220, head: int | None = None) -> None:
+    """出力をプロセスごとにまとめて表示します（行の順序が実行ごとに変わらないように）。
+    head を指定すると、各プロセスの最初の head 行だけを表示します。"""
     r = Run(0, stdout, 0.0)
     whos = sorted({m.group(1) for m in map(_PREFIX.match, stdout.splitlines()) if m and m.group(1) != "launch"},
                   key=lambda w: int(w[1:]))
@@ -122,7 +130,7 @@ def show(stdout: str, width: int = 160) -> None:
     for line in launch[:1]:
         print(f"[launch] {_COORD.sub('127.0.0.1:PORT', line)}")
     for who in whos:
-        for line in condense(r.lines(who)):
+        for line in condense(r.lines(who))[:head]:
             print(f"[{who}] {line}"[:width])
     for line in launch[1:]:
         print(f"[launch] {line}")

@@ -17,6 +17,8 @@
   JAX_COORDINATOR_BIND_ADDRESS で loopback に限ります）。
 - どれかのプロセスが失敗したら、残りが自分で止まるのを --grace 秒まで待ち、まだ動いているものを
   止めます。全体も --timeout 秒で打ち切ります。だれが失敗したかを表示し、終了コード 1 で終わります。
+  止めるときは SIGKILL を使います（JAX は SIGTERM を「プリエンプションの予告」として受け取り、
+  それだけでは終わらないため）。
 
 ポートは「選んでから coordinator が使うまで」の間にほかのプログラムに取られることがあります。
 そのときは起動し直してください。
@@ -136,14 +138,24 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
     texts = ["".join(o) for o in outputs]
     for i in range(n):
         say(f"[launch] process {i}: {describe(codes[i], killed.get(i), texts[i])}")
-    # 原因: JAX に止められた「巻き添え」以外で、最初に失敗したプロセス（止まったままのものも含む）
-    causes = sorted((finished[i], i) for i in finished if codes[i] != 0 and JAX_ABORT not in texts[i])
-    culprits = [i for _, i in causes] + sorted(killed)
-    if not culprits:
-        culprits = [i for _, i in sorted((t, i) for i, t in finished.items() if codes[i] != 0)]
-    first = culprits[0]
-    say(f"[launch] 失敗: process {first} が原因です（{describe(codes[first], killed.get(first), texts[first])}）")
+    say(f"[launch] 失敗: {blame(codes, finished, killed, texts, timeout)}")
     return 1
+
+
+def blame(codes, finished, killed, texts, timeout) -> str:
+    """どのプロセスが原因かを 1 行で。JAX に止められた「巻き添え」は原因から外します。"""
+    own = sorted((t, i) for i, t in finished.items() if codes[i] != 0 and JAX_ABORT not in texts[i])
+    if own:   # 自分の理由で先に落ちたプロセス
+        i = own[0][1]
+        return f"process {i} が原因です（{describe(codes[i], None, texts[i])}）"
+    if killed and len(killed) < len(codes):   # ほかが止まったのに、止まらなかったプロセス（参加しないなど）
+        i = min(killed)
+        return f"process {i} が原因です（{killed[i]}）"
+    if killed:   # 全員が止まったまま: 集団通信の待ち合わせで、だれが原因かは外からはわからない
+        return (f"{timeout:g} 秒以内に終わらず、全プロセスを止めました。どのプロセスも待ったままでした"
+                "（どれかが Python の中で止まり、ほかが集団通信で待っていた可能性があります）")
+    victims = sorted((t, i) for i, t in finished.items() if codes[i] != 0)
+    return f"process {victims[0][1]} が最初に止まりました（原因は各プロセスの出力を見てください）"
 
 
 def main(argv=None) -> int:

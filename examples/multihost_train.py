@@ -81,7 +81,7 @@ def train_step(params, x, y):
 
 
 def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | None = None,
-        show_pitfall: bool = False) -> dict:
+        show_pitfall: bool = False, hang: bool = False) -> dict:
     """学習して結果を表示し、比較用の dict を返します。1 プロセスでも N プロセスでも同じコードです。"""
     import jax
     from jax.experimental import multihost_utils
@@ -120,6 +120,10 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
     with jax.set_mesh(mesh):
         for step in range(1, steps + 1):
             if fail_step is not None and step == fail_step:
+                if hang:   # Python の中で止まったまま（heartbeat は裏のスレッドが送り続ける）
+                    print(f"模擬故障: process {process_id} は step {step} の前で止まったままになります", flush=True)
+                    while True:
+                        time.sleep(1)
                 raise RuntimeError(f"模擬故障: process {process_id} が step {step} の前に止まります (--fail-process)")
             params, loss = step_fn(params, x, y)
             losses.append(float(loss))  # loss は複製されているので、どのプロセスでも読めます
@@ -157,8 +161,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--shutdown-timeout", type=int, default=10, help="終了時に全員がそろうのを待つ上限")
     # 故障の模擬
     ap.add_argument("--fail-process", type=int, help="このプロセス番号を故障させる（テスト用）")
-    ap.add_argument("--fail-at", choices=("step", "join"), default="step",
-                    help="step: 2 ステップ目の前に例外で落ちる / join: 参加せずに止まったままになる")
+    ap.add_argument("--fail-at", choices=("step", "join", "hang"), default="step",
+                    help="step: 2 ステップ目の前に例外で落ちる / join: 参加せずに止まったままになる / "
+                         "hang: 参加した後、2 ステップ目の前で止まったままになる")
     return ap.parse_args(argv)
 
 
@@ -189,8 +194,8 @@ def main(argv=None) -> int:
     )
     pid = jax.process_index()
     try:
-        fail_step = 2 if args.fail_process == pid and args.fail_at == "step" else None
-        report(run(pid, jax.process_count(), args.steps, fail_step, args.show_pitfall))
+        fail_step = 2 if args.fail_process == pid and args.fail_at in ("step", "hang") else None
+        report(run(pid, jax.process_count(), args.steps, fail_step, args.show_pitfall, args.fail_at == "hang"))
     except Exception as err:
         print(f"process {pid}: エラー {type(err).__name__}: {err}", flush=True)
         traceback.print_exc()

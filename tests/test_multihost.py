@@ -1,12 +1,13 @@
 """6.6 節: 本物の複数プロセス（jax.distributed + gloo）で学習し、1 プロセス版と一致すること。
 故障したプロセスがあっても、残りが決まった時間内に止まり、ランチャーが原因のプロセスを名指しすること。
 
-子プロセスはランチャーが起動します（各 CPU デバイス 4 個、JAX_PLATFORMS=cpu）。このファイル全体で
-2 コアの機械でも 30 秒ほどです。
+子プロセスはランチャーが起動します（各 CPU デバイス 4 個、JAX_PLATFORMS=cpu）。故障の 3 場面は
+同時に走らせるので、このファイル全体で 2 コアの機械でも 25 秒ほどです。
 """
 from __future__ import annotations
 
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -17,6 +18,26 @@ from ch6 import multihost
 HEARTBEAT = 3    # heartbeat がこれだけ途絶えたら、そのプロセスは死んだとみなす
 INIT = 3         # 全員の参加を待つ上限（initialization_timeout）
 BOUND = 45       # 起動（JAX の import）を含めて、これより長くかかれば「止まらなかった」とみなす
+
+
+# 故障の 3 つの場面。子プロセスはほとんど待っているだけなので、3 つを同時に走らせて時間を節約します
+FAULTS = {
+    # 例外で落ちる -> 残りは heartbeat の途絶で JAX が止める
+    "step": dict(script_args=["--fail-process", 1, "--fail-at", "step", "--heartbeat-timeout", HEARTBEAT],
+                 timeout=BOUND, grace=15),   # grace は heartbeat より十分長く（JAX が自分で止めるのを見る）
+    # 参加しない -> 残りは initialization_timeout で止まり、参加しないものはランチャーが止める
+    "join": dict(script_args=["--fail-process", 1, "--fail-at", "join", "--init-timeout", INIT],
+                 timeout=BOUND, grace=2),
+    # 参加した後に Python の中で止まる -> JAX は気づけない。ランチャーの制限時間が全員を止める
+    "hang": dict(script_args=["--fail-process", 1, "--fail-at", "hang"], timeout=10),
+}
+
+
+@pytest.fixture(scope="module")
+def faults():
+    with ThreadPoolExecutor(len(FAULTS)) as pool:
+        futures = {k: pool.submit(multihost.run, 2, 4, **kw) for k, kw in FAULTS.items()}
+        return {k: f.result() for k, f in futures.items()}
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +65,8 @@ def test_two_processes_match_single_process(reference):
     assert any("行 [32:40, 40:48, 48:56, 56:64]" in line for line in run.lines("p1"))
 
 
-def test_failed_process_stops_the_others():
-    args = ["--fail-process", "1", "--fail-at", "step", "--heartbeat-timeout", HEARTBEAT]
-    # grace は heartbeat より十分長く: process 0 がランチャーに殺される前に、JAX が自分で止めるのを見る
-    run = multihost.run(n=2, devices=4, script_args=args, timeout=BOUND, grace=15)
+def test_failed_process_stops_the_others(faults):
+    run = faults["step"]
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
     launch = run.lines("launch")
@@ -60,15 +79,25 @@ def test_failed_process_stops_the_others():
     assert "模擬故障: process 1" in "\n".join(run.lines("p1"))
 
 
-def test_process_that_never_joins():
-    args = ["--fail-process", "1", "--fail-at", "join", "--init-timeout", INIT]
-    run = multihost.run(n=2, devices=4, script_args=args, timeout=BOUND, grace=2)
+def test_process_that_never_joins(faults):
+    run = faults["join"]
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
     launch = run.lines("launch")
     # process 0 は initialization_timeout で自分から止まり、参加しない process 1 はランチャーが止める
     assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in launch, launch
     assert launch[-1].startswith("失敗: process 1 が原因です（ほかのプロセスの失敗から"), launch
+
+
+def test_process_that_hangs_after_joining(faults):
+    """Python の中で止まったプロセスも heartbeat は送り続けるので、JAX は気づけない。
+    ランチャーの制限時間（--timeout）が全員を止める。"""
+    run = faults["hang"]
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert run.seconds < 10 + 5
+    launch = run.lines("launch")
+    assert "process 0: 制限時間 10 秒を過ぎても終わらないので、ランチャーが止めました" in launch, launch
+    assert launch[-1].startswith("失敗: 10 秒以内に終わらず、全プロセスを止めました"), launch
 
 
 def test_free_port_is_on_loopback():
