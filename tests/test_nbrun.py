@@ -33,3 +33,14 @@ def test_execute_runs_top_to_bottom(tmp_path):
     assert nb.cells[0].outputs[0]["text"] == "3\n"
     assert nb.cells[1].outputs[0]["ename"] == "ValueError"
     assert [c.execution_count for c in nb.cells] == [1, 2] and secs > 0
+
+
+def test_sanitising_rules_are_idempotent():
+    text = "at 0x7f3a2b object id 12 took 3.5 ms in /tmp/ipykernel_77/123.py"
+    once = text
+    for pattern, repl in nbrun.sanitizers():
+        once = pattern.sub(repl, once)
+    twice = once
+    for pattern, repl in nbrun.sanitizers():
+        twice = pattern.sub(repl, twice)
+    assert once == twice == "at 0xADDR object id N took TIME in <cell>"
