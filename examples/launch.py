@@ -16,7 +16,8 @@
   プロセス数・番号・coordinator を読み取ります（ポートと待ち受け先は JAX_COORDINATOR_PORT /
   JAX_COORDINATOR_BIND_ADDRESS で loopback に限ります）。
 - どれかのプロセスが失敗したら、残りが自分で止まるのを --grace 秒まで待ち、まだ動いているものを
-  止めます。全体も --timeout 秒で打ち切ります。だれが失敗したかを表示し、終了コード 1 で終わります。
+  止めます。全体も --timeout 秒で打ち切ります。だれが失敗したかを表示し、終了コード 1 で終わります
+  （全員が正常終了なら 0、Ctrl-C で中断したら 130）。
   止めるときは SIGKILL を使います（JAX は SIGTERM を「プリエンプションの予告」として受け取り、
   それだけでは終わらないため）。
 
@@ -106,6 +107,7 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
     finished: dict[int, float] = {}          # プロセス番号 -> 終わった時刻
     killed: dict[int, str] = {}              # 止めたプロセス番号 -> 理由
     why = f"制限時間 {timeout:g} 秒を過ぎても終わらないので、ランチャーが止めました"
+    interrupted = False
     try:
         while len(finished) + len(killed) < n:
             now = time.monotonic()
@@ -122,6 +124,9 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
                         p.wait()
                         killed[i] = why
             time.sleep(0.05)
+    except KeyboardInterrupt:
+        interrupted = True
+        say("[launch] Ctrl-C: 残っているプロセスを止めます")
     finally:   # Ctrl-C などで抜けるときも子を残さない
         for i, p in enumerate(procs):
             if p.poll() is None:
@@ -138,6 +143,9 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
     texts = ["".join(o) for o in outputs]
     for i in range(n):
         say(f"[launch] process {i}: {describe(codes[i], killed.get(i), texts[i])}")
+    if interrupted:
+        say("[launch] 中断しました (Ctrl-C)")
+        return 130
     say(f"[launch] 失敗: {blame(codes, finished, killed, texts, timeout)}")
     return 1
 
