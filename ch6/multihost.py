@@ -45,10 +45,12 @@ def repo_root() -> Path:
     return target
 
 
-def command(n: int = 2, devices: int = 4, script_args=(), timeout: float = 120, grace: float = 30) -> list[str]:
+def command(n: int = 2, devices: int = 4, script_args=(), timeout: float = 120, grace: float = 30,
+            as_slurm: bool = False) -> list[str]:
     """ランチャーを起動するコマンド（リポジトリの根から相対パス、Python はこのカーネルと同じもの）。"""
     return [sys.executable, "examples/launch.py", "-n", str(n), "--devices", str(devices),
-            "--timeout", f"{timeout:g}", "--grace", f"{grace:g}", "--", *map(str, script_args)]
+            "--timeout", f"{timeout:g}", "--grace", f"{grace:g}", *(["--as-slurm"] if as_slurm else []),
+            "--", *map(str, script_args)]
 
 
 @dataclasses.dataclass
@@ -82,10 +84,11 @@ def results(stdout: str) -> dict[int, dict]:
     return Run(0, stdout, 0.0).results()
 
 
-def run(n: int = 2, devices: int = 4, script_args=(), timeout: float = 120, grace: float = 30) -> Run:
+def run(n: int = 2, devices: int = 4, script_args=(), timeout: float = 120, grace: float = 30,
+        as_slurm: bool = False) -> Run:
     """examples/launch.py を子プロセスとして実行し、終わるまで待ちます。"""
     start = time.perf_counter()
-    proc = subprocess.run(command(n, devices, script_args, timeout, grace), cwd=repo_root(),
+    proc = subprocess.run(command(n, devices, script_args, timeout, grace, as_slurm), cwd=repo_root(),
                           capture_output=True, text=True, encoding="utf-8", timeout=timeout + 30)
     return Run(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start)
 
