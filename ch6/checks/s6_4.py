@@ -375,4 +375,5 @@ def check_fsdp_shard(fn):
     n_model = 2 if n % 2 == 0 else 1
     mesh2 = jax.make_mesh((n // n_model, n_model), ("data", "model"))
     _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, n // n_model), f"2 次元メッシュ（data={n // n_model}, model={n_model}）")
-    return (f"{n} デバイス: 1 デバイスあたり {t_in} → {t_out} バイト。2 次元メッシュでも 'data' 軸だけで分割できています。")
+    return (f"{n} デバイス: 隠しの pytree（全体 {t_in} バイト）が 1 デバイスあたり {t_out} バイトになり、"
+            "2 次元メッシュでも 'data' 軸だけで分割できています。")
