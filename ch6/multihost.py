@@ -123,17 +123,27 @@ def condense(lines: list[str]) -> list[str]:
     return out
 
 
-def show(stdout: str, width: int = 220, head: int | None = None) -> None:
+def show(stdout: str, width: int = 220, head: int | None = None, jax_logs: str = "with") -> None:
     """出力をプロセスごとにまとめて表示します（行の順序が実行ごとに変わらないように）。
-    head を指定すると、各プロセスの最初の head 行だけを表示します。"""
+    head を指定すると、各プロセスの最初の head 行だけを表示します。
+    jax_logs: "with"（すべて）/ "without"（JAX のログ行を除く）/ "only"（JAX のログ行だけ）。
+    故障時の JAX のログは、どの行が出るかがタイミングで変わるので、保存出力では分けて扱います。"""
     r = Run(0, stdout, 0.0)
     whos = sorted({m.group(1) for m in map(_PREFIX.match, stdout.splitlines()) if m and m.group(1) != "launch"},
                   key=lambda w: int(w[1:]))
     launch = r.lines("launch")
+    if jax_logs == "only":
+        for who in whos:
+            for line in condense(r.lines(who)):
+                if line.startswith("JAX ログ"):
+                    print(f"[{who}] {line}"[:width])
+        return
     for line in launch[:1]:
         print(f"[launch] {_COORD.sub('127.0.0.1:PORT', line)}")
     for who in whos:
         for line in condense(r.lines(who))[:head]:
+            if jax_logs == "without" and line.startswith("JAX ログ"):
+                continue
             print(f"[{who}] {line}"[:width])
     for line in launch[1:]:
         print(f"[launch] {line}")
