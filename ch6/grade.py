@@ -127,7 +127,7 @@ class Config:
 
 # ------------------------------------------------------------------------------ 演習の一覧
 
-_CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']\s*,\s*([A-Za-z_]\w*)\s*\)""")
+_CHECK_CALL = re.compile(r"""(?:\b[\w.]*\.)?\bcheck\(\s*["']([^"']+)["']\s*,\s*([A-Za-z_]\w*)\s*\)""")
 _SECTION = re.compile(r"(?<![0-9])(\d+)_(\d+[a-z]?)(?![0-9])")
 
 
@@ -170,7 +170,7 @@ def _check_module(exercise_id: str) -> str:
     return "s" + exercise_id.split("-")[0].replace(".", "_")
 
 
-def _norm_line(line: str) -> str:
+def _norm_line(line: str) -> str:  # 空白と引用符の違いは同じとみなす
     return re.sub(r"\s+", "", line).replace("'", '"')
 
 
@@ -190,7 +190,7 @@ def assignment_from_notebook(name: str, nb, titles: dict[str, str]) -> Assignmen
             for m in _CHECK_CALL.finditer(line):
                 if m.group(1) not in ids:
                     ids.append(m.group(1))
-                    lines[m.group(1)] = _norm_line(line)
+                    lines[m.group(1)] = _norm_line(m.group(0))
     return Assignment(name, ids, {i: titles.get(i, "?") for i in ids}, nb, lines)
 
 
@@ -371,7 +371,8 @@ def structure_notes(nb, assignment: Assignment) -> list[str]:
             notes.append(f"セルの順番が演習ノートブックと違います（{len(moved)} 個が移動: "
                          f"演習ノートブックの {moved[0] + 1} 番目「{_snippet(ref.cells[moved[0]])}」など）。")
     if assignment.check_lines:
-        present = {_norm_line(ln) for c in nb.cells if c.cell_type == "code" for ln in _code_lines(c.source)}
+        present = {_norm_line(m.group(0)) for c in nb.cells if c.cell_type == "code"
+                   for ln in _code_lines(c.source) for m in _CHECK_CALL.finditer(ln)}
         changed = [i for i in assignment.ids if assignment.check_lines.get(i) not in present]
         if changed:
             notes.append(f"チェックの呼び出しが書き換えられたか消されています（{', '.join(changed)}）。"
