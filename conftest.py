@@ -19,7 +19,6 @@ def pytest_configure(config):
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    os.environ.setdefault("MPLBACKEND", "agg")
     _ignore_stderr()
 
 
