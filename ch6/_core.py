@@ -21,7 +21,7 @@ import numpy as np
 __all__ = [
     "Fail", "NotDone", "LearnerError", "Result", "exercise", "call", "check", "run_check",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives",
-    "jaxpr_size", "fmt", "RESULTS", "registry",
+    "jaxpr_size", "fmt", "RESULTS", "registry", "hidden_rng", "f32", "n_devices",
 ]
 
 
@@ -125,6 +125,24 @@ def call(fn: Callable, *args, **kwargs):
         raise
     except Exception as exc:  # 学習者のコードの中の例外
         raise LearnerError(exc) from exc
+
+
+# ---------------------------------------------------------------- 隠し入力の部品
+
+def hidden_rng(seed: int) -> np.random.Generator:
+    """隠し入力用の乱数（節ごとに別の seed の範囲を使う: 6.1 は 61_000 + 番号 など）。"""
+    return np.random.default_rng(seed)
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+def n_devices() -> int:
+    """今の JAX が見ているデバイスの数（隠し入力の形をこれから作る）。"""
+    import jax
+
+    return jax.device_count()
 
 
 # ---------------------------------------------------------------- 表示用の整形

@@ -8,16 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import Fail, call, exercise, expect_close, expect_no_batch_loop, jaxpr_primitives
+from .._core import f32 as _f32, hidden_rng
 
 EPS = 1e-5
 
 
 def _rng(tag: int) -> np.random.Generator:
-    return np.random.default_rng(61_000 + tag)
+    return hidden_rng(61_000 + tag)
 
-
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
 
 
 # 6.1-1 -------------------------------------------------------------------------------

@@ -10,22 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close
+from .._core import f32 as _f32, hidden_rng, n_devices as _n
 
 # ---------------------------------------------------------------- 共通の部品
 
 
 def _rng(tag: int) -> np.random.Generator:
-    return np.random.default_rng(63_100 + tag)
+    return hidden_rng(63_100 + tag)
 
 
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
-
-
-def _n() -> int:
-    import jax
-
-    return jax.device_count()
 
 
 def mesh_1d(axis_types: str = "auto"):

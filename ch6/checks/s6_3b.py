@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close, expect_shape, jaxpr_primitives, jaxpr_size
+from .._core import f32 as _f32, hidden_rng, n_devices as _n
 
 AXIS = "x"
 
@@ -31,17 +32,9 @@ LOOPS = {"scan", "while"}
 
 
 def _rng(tag: int) -> np.random.Generator:
-    return np.random.default_rng(63_200 + tag)
+    return hidden_rng(63_200 + tag)
 
 
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
-
-
-def _n() -> int:
-    import jax
-
-    return jax.device_count()
 
 
 def _mesh():

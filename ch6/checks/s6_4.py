@@ -10,14 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop
+from .._core import f32 as _f32, hidden_rng
 
 
 def _rng(tag: int) -> np.random.Generator:
-    return np.random.default_rng(64_000 + tag)
+    return hidden_rng(64_000 + tag)
 
-
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
 
 
 def _shape(x):
