@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 import re
 from typing import Any, Callable
@@ -300,6 +301,8 @@ def run_check(exercise_id: str, answer: Any) -> Result:
 
 def check(exercise_id: str, answer: Any) -> None:
     """ノートブック用: チェックを実行し、結果を 1 行で表示する。"""
+    if os.environ.get("CH6_GRADING") == "1":  # ch6-grade の中: 採点側があとで全チェックを実行し直す
+        return
     result = run_check(exercise_id, answer)
     RESULTS.append(result)
     print(result.line)

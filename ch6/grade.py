@@ -12,6 +12,9 @@
 - 提出物は 1 冊ずつ新しいカーネルで上から実行します（``--jobs`` 冊を並列に）。
   学習者のセルでエラーが起きても止めずに最後まで実行し、ノートブック全体には制限時間
   （``--timeout``）があります。時間切れのセルは中断し、それまでに定義された関数で採点します。
+- 採点中のカーネルでは、学習者のセルにある ``ch6.check(...)`` は何もしません（環境変数
+  ``CH6_GRADING=1``）。無限ループする関数が 1 つあっても、学習者セルの制限時間を使い切らず、
+  ほかの演習は採点されます（その演習だけがチェックの制限時間で ❌ になります）。
 - そのあと同じカーネルで採点用のセルを実行します。採点用セルは ``ch6`` をインストール先から
   読み込み直し（``sys.modules`` から消して再 import）、演習ごとに ``run_check`` を呼びます。
   学習者が ``ch6.check`` の呼び出しを消したり書き換えたり、``ch6`` を差し替えたりしても、
@@ -486,7 +489,9 @@ class _Run:
         c = self.client
         c.km = c.create_kernel_manager()
         # カーネル自身の警告（TCP の暗号化など）は表に関係ないので捨てる
-        await c.async_start_new_kernel(env=nbrun.kernel_env(self.cfg.devices), cwd=self.cwd,
+        env = nbrun.kernel_env(self.cfg.devices)
+        env["CH6_GRADING"] = "1"  # 学習者セルの ch6.check は何もしない（採点は採点セルでまとめて）
+        await c.async_start_new_kernel(env=env, cwd=self.cwd,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await c.async_start_new_kernel_client()
 

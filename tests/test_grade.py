@@ -201,6 +201,17 @@ def _build(folder: Path) -> dict[str, dict]:
         messages={"6.1-3": "値が違います", "6.1-4": "値が違います",
                   "6.1-6": f"関数 batchnorm_sample が定義されていません（上から {bad + 1} 番目のそのセルでエラー: SyntaxError"},
         statuses={"6.1-3": "fail", "6.1-4": "fail", "6.1-6": "missing"})
+
+    # 無限ループする関数が 1 つ（def と同じセルに ch6.check がある）: 学習者セルの時間を使い切らず、
+    # その演習だけがチェックの制限時間で ❌、ほかの演習は採点される（採点中は ch6.check が何もしない）
+    nb = copy.deepcopy(sol)
+    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
+                                    "    import time\n"
+                                    "    while True:  # 終わらない（CPU を空けるため sleep）\n        time.sleep(0.1)")
+    _save(nb, folder / "mori_6_1_vmap.ipynb")
+    exp["mori"] = dict(marks="❌✅✅✅✅✅", score=5, notes=[],
+                       messages={"6.1-1": f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした"},
+                       statuses={"6.1-1": "timeout"})
     return exp
 
 
@@ -239,7 +250,7 @@ def test_every_submission_is_graded(graded):
 
 
 @pytest.mark.parametrize("learner", ["aoki", "ito", "ueda", "endo", "ota", "kato", "kimura", "sasaki",
-                                     "kudo", "hayashi"])
+                                     "kudo", "hayashi", "mori"])
 def test_scores_marks_and_reasons(graded, learner):
     expected, data, _, _ = graded
     row, exp = _by_learner(data)[learner], expected[learner]
@@ -259,12 +270,12 @@ def test_scores_marks_and_reasons(graded, learner):
 
 def test_table_and_csv_show_the_same(graded):
     expected, data, text, out_csv = graded
-    assert "6_1_vmap（10 件）" in text
+    assert f"6_1_vmap（{len(expected)} 件）" in text
     for learner, exp in expected.items():
         line = next(ln for ln in text.splitlines() if ln.startswith(f"│ {learner} "))
         assert f"{exp['score']}/6" in line
     n_pass = sum(exp["marks"].startswith("✅") for exp in expected.values())
-    assert f"6.1-1 batched_predict（正解 {n_pass}/10）" in text
+    assert f"6.1-1 batched_predict（正解 {n_pass}/{len(expected)}）" in text
     with out_csv.open(encoding="utf-8-sig", newline="") as f:
         rows = {r["learner"]: r for r in csv.DictReader(f)}
     assert set(rows) == set(expected)
@@ -401,3 +412,18 @@ def test_same_names_are_told_apart_by_folder():
             ["submitted/tanaka/ps1/6_1_vmap.ipynb", "submitted/sato/ps1/6_1_vmap.ipynb", "x/ito_6_1_vmap.ipynb"]]
     grade._disambiguate(rows)
     assert [r.learner for r in rows] == ["tanaka", "sato", "ito"]
+
+
+def test_check_does_nothing_while_grading(monkeypatch, capsys):
+    from ch6 import _core
+
+    def never(*args):
+        raise AssertionError("採点中の ch6.check は学習者の関数を呼ばない")
+
+    before = len(_core.RESULTS)
+    monkeypatch.setenv("CH6_GRADING", "1")
+    assert _core.check("6.1-1", never) is None
+    assert capsys.readouterr().out == "" and len(_core.RESULTS) == before
+    monkeypatch.delenv("CH6_GRADING")
+    _core.check("6.1-1", lambda W, xs: xs)
+    assert "[6.1-1]" in capsys.readouterr().out and len(_core.RESULTS) == before + 1
