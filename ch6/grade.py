@@ -571,8 +571,9 @@ def _one_line(text: str, limit: int = 80) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at) -> str:
-    """関数が見つからない理由を、def のあるセルの様子から推し量る。"""
+def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at, overran=None) -> str:
+    """関数が見つからない理由を、def のあるセルの様子から推し量る。
+    stop_at: 時間切れでこのセルから先は実行していない。overran: 実行中に制限時間を超えたセル。"""
     pattern = re.compile(rf"^\s*def\s+{re.escape(title)}\s*\(", re.M)
     cells = [i for i in learner_cells if pattern.search(nb.cells[i].source)]
     if not cells:
@@ -581,6 +582,8 @@ def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at) -> str:
     if j in cell_errors:
         e = cell_errors[j]
         return f"上から {j + 1} 番目のそのセルでエラー: {_one_line(e['ename'] + ': ' + e['evalue'])}"
+    if overran is not None and j == overran:
+        return f"上から {j + 1} 番目のそのセルが制限時間を超えました（無限ループ?）"
     if stop_at is not None and j >= stop_at:
         return "制限時間内にそのセルまで実行されませんでした"
     if j in skip:
@@ -607,6 +610,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
     skip: set[int] = set()
     stop_at: int | None = None  # 時間切れ: このセルから先は実行しない
     timed_out_cell: int | None = None
+    overran: int | None = None  # 実行中に制限時間を超えたセル（def がそこにあれば「そのセルが時間切れ」）
     hung = False  # 中断しても応答せず、カーネルを替えた
     cell_errors: dict[int, dict] = {}
     started = False
@@ -637,7 +641,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                     break
                 state = await run.cell(i, remaining)
                 if state == "timeout":
-                    stop_at = timed_out_cell = i
+                    stop_at = timed_out_cell = overran = i
                     break
                 if state == "error":
                     tags = work.cells[i].metadata.get("tags", [])
@@ -700,7 +704,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                 notes.append(f"上から {where + 1} 番目のセルでカーネルが停止しました（os._exit やメモリ不足など）。"
                              "新しいカーネルでそのセルを飛ばして採点しました。")
             else:
-                stop_at = timed_out_cell = where
+                stop_at = timed_out_cell = overran = where
                 hung = True
                 notes.append(f"上から {where + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
                              "新しいカーネルでそのセルの手前までを実行して採点しました。")
@@ -724,7 +728,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                    else "カーネルが何度も停止したため")
             results[eid] = ExerciseResult(eid, title, "not_graded", f"{title}: {why}採点できませんでした。")
         elif r.status == "missing":
-            why = _why_missing(work, learner_cells, title, cell_errors, skip, stop_at)
+            why = _why_missing(work, learner_cells, title, cell_errors, skip, stop_at, overran)
             r.message = f"{title}: 関数 {title} が定義されていません（{why}）。"
     return {eid: results[eid] for eid in assignment.ids}, notes
 

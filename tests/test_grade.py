@@ -427,3 +427,14 @@ def test_check_does_nothing_while_grading(monkeypatch, capsys):
     monkeypatch.delenv("CH6_GRADING")
     _core.check("6.1-1", lambda W, xs: xs)
     assert "[6.1-1]" in capsys.readouterr().out and len(_core.RESULTS) == before + 1
+
+
+def test_why_missing_tells_a_cell_that_ran_out_of_time_from_one_never_reached():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.1)\ndef f(x):\n    return x"),
+        nbformat.v4.new_code_cell("def g(x):\n    return x")])
+    why = grade._why_missing
+    assert why(nb, [0, 1], "f", {}, set(), 0, 0) == "上から 1 番目のそのセルが制限時間を超えました（無限ループ?）"
+    assert why(nb, [0, 1], "g", {}, set(), 0, 0) == "制限時間内にそのセルまで実行されませんでした"
+    # 時間切れがセルとセルのあいだ（そのセルは始まっていない）なら、実行されなかった
+    assert why(nb, [0, 1], "f", {}, set(), 0, None) == "制限時間内にそのセルまで実行されませんでした"
