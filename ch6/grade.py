@@ -137,32 +137,13 @@ _CHECK_CALL = re.compile(r"""(?:\b[\w.]*\.)?\bcheck\(\s*["']([^"']+)["']\s*,\s*(
 _SECTION = re.compile(r"(?<![0-9])(\d+)_(\d+[a-z]?)(?![0-9])")
 
 
-_BROKEN: dict[str, str] | None = None
-
-
 def load_checks() -> dict[str, str]:
-    """すべてのチェックを読み込む。読み込めないモジュールがあっても残りは使う。
-    返り値は {モジュール名: 理由}（読み込めなかったもの）。"""
-    import importlib
-    import pkgutil
+    """すべてのチェックを読み込む。読み込めないモジュールがあっても残りは使う
+    （``_core.registry`` が 1 つずつ読み込む）。返り値は {モジュール名: 理由}（読み込めなかったもの）。"""
+    from . import _core
 
-    from . import _core, checks
-
-    global _BROKEN
-    if _BROKEN is not None:
-        return _BROKEN
-    broken: dict[str, str] = {}
-    try:
-        _core.registry()
-    except Exception:  # 1 つの節のチェックが壊れていても、ほかの節は採点する
-        for mod in sorted(pkgutil.iter_modules(checks.__path__), key=lambda m: m.name):
-            try:
-                importlib.import_module(f"{checks.__name__}.{mod.name}")
-            except Exception as exc:
-                broken[mod.name] = f"{type(exc).__name__}: {_one_line(exc)}"
-        _core._LOADED = True
-    _BROKEN = broken
-    return broken
+    _core.registry()
+    return _core.load_errors()
 
 
 def _registry_titles() -> dict[str, str]:
