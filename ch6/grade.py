@@ -594,7 +594,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
     overran: int | None = None  # 実行中に制限時間を超えたセル（def がそこにあれば「そのセルが時間切れ」）
     hung = False  # 中断しても応答せず、カーネルを替えた
     cell_errors: dict[int, dict] = {}
-    started = False
+    not_graded_why: str | None = None  # 採点できなかった演習の理由（既定: カーネルが何度も停止した）
 
     # カーネルが落ちる・固まるたびに、原因のセルを飛ばして新しいカーネルでやり直す
     for _attempt in range(MAX_KERNELS):
@@ -603,9 +603,9 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
         try:
             try:
                 await run.start()
-                started = True
             except Exception as exc:
                 notes.append(f"カーネルを起動できませんでした（{type(exc).__name__}）。")
+                not_graded_why = "カーネルを起動できなかったため"
                 break
             # 1. 学習者のセルを上から（全体で cfg.timeout 秒まで）
             deadline = time.monotonic() + cfg.timeout
@@ -667,6 +667,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
         except _KernelLost as lost:
             where = current
             if where is None:
+                not_graded_why = "カーネルが停止したため"
                 break
             if where >= n_learner:  # チェックの最中
                 k = where - n_learner - 1
@@ -678,7 +679,12 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                     results[eid] = ExerciseResult(eid, title, "crash" if str(lost) == "dead" else "timeout",
                                                   f"{title}: {what}。")
                 else:
-                    notes.append("採点の準備中にカーネルが停止しました。")
+                    if str(lost) == "dead":
+                        notes.append("採点の準備中にカーネルが停止しました。")
+                        not_graded_why = "採点の準備中にカーネルが停止したため"
+                    else:
+                        notes.append("採点の準備が制限時間内に終わらず、中断もできませんでした。")
+                        not_graded_why = "採点の準備中にカーネルが応答しなくなったため"
                     break
             elif str(lost) == "dead":
                 skip.add(where)
@@ -705,8 +711,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
         title = assignment.titles.get(eid, "?")
         r = results.get(eid)
         if r is None:
-            why = ("カーネルを起動できなかったため" if not started
-                   else "カーネルが何度も停止したため")
+            why = not_graded_why or "カーネルが何度も停止したため"  # やり直しを使い切った
             results[eid] = ExerciseResult(eid, title, "not_graded", f"{title}: {why}採点できませんでした。")
         elif r.status == "missing":
             why = _why_missing(work, learner_cells, title, cell_errors, skip, stop_at, overran)
@@ -922,6 +927,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"見つかりません / not found: {', '.join(missing)}", file=sys.stderr)
         return 2
+    for option, out in (("--csv", args.csv), ("--json", args.json)):  # 長い採点のあとで書けないと困る
+        if out is not None and not out.resolve().parent.is_dir():
+            print(f"{option} {out}: 書き出し先のフォルダがありません / output folder does not exist: "
+                  f"{out.parent}", file=sys.stderr)
+            return 2
     paths = collect(args.paths)
     if not paths:
         print("採点するノートブックが見つかりません / no notebooks found", file=sys.stderr)

@@ -212,6 +212,20 @@ def _build(folder: Path) -> dict[str, dict]:
     exp["mori"] = dict(marks="❌✅✅✅✅✅", score=5, notes=[],
                        messages={"6.1-1": f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした"},
                        statuses={"6.1-1": "timeout"})
+
+    # 採点の準備（ch6 の読み込み直し）でカーネルが落ちる: 1 回だけなので「何度も」とは書かない
+    nb = copy.deepcopy(sol)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import os, sys\n"
+        "class Boom:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('ch6'):\n"
+        "            os._exit(1)\n"
+        "sys.meta_path.insert(0, Boom())"))
+    _save(nb, folder / "noguchi_6_1_vmap.ipynb")
+    exp["noguchi"] = dict(marks="⚠️" * 6, score=0, notes=["採点の準備中にカーネルが停止しました。"],
+                          messages={i: "採点の準備中にカーネルが停止したため採点できませんでした" for i in IDS},
+                          statuses={i: "not_graded" for i in IDS})
     return exp
 
 
@@ -250,7 +264,7 @@ def test_every_submission_is_graded(graded):
 
 
 @pytest.mark.parametrize("learner", ["aoki", "ito", "ueda", "endo", "ota", "kato", "kimura", "sasaki",
-                                     "kudo", "hayashi", "mori"])
+                                     "kudo", "hayashi", "mori", "noguchi"])
 def test_scores_marks_and_reasons(graded, learner):
     expected, data, _, _ = graded
     row, exp = _by_learner(data)[learner], expected[learner]
@@ -432,3 +446,11 @@ def test_why_missing_tells_a_cell_that_ran_out_of_time_from_one_never_reached():
     assert why(nb, [0, 1], "g", {}, set(), 0, 0) == "制限時間内にそのセルまで実行されませんでした"
     # 時間切れがセルとセルのあいだ（そのセルは始まっていない）なら、実行されなかった
     assert why(nb, [0, 1], "f", {}, set(), 0, None) == "制限時間内にそのセルまで実行されませんでした"
+
+
+def test_output_folders_are_checked_before_grading(tmp_path, capsys):
+    for option in ("--csv", "--json"):
+        out = tmp_path / "no_such_folder" / "seiseki.x"
+        assert grade.main([str(SOLUTION), option, str(out)]) == 2  # 採点を始める前に（カーネルなし）
+        err = capsys.readouterr().err
+        assert f"{option} {out}: 書き出し先のフォルダがありません / output folder does not exist" in err
