@@ -20,6 +20,12 @@
   学習者が ``ch6.check`` の呼び出しを消したり書き換えたり、``ch6`` を差し替えたりしても、
   採点は講座のチェック（隠し入力）で行われます。学習者の関数は、チェックの登録名
   （``@exercise(id, "関数名")``）で探します。
+- 採点結果の表示に使う関数と、提出物ごとの乱数（nonce）は、学習者のセルより先に実行する準備の
+  コードで閉じ込めます。学習者のコードが ``IPython.display.display`` などを差し替えても、
+  その表示は結果として使いません。ただし学習者のコードは採点と同じカーネルで動くので、
+  これは改ざんの防止ではなく検出です（tamper-evident, not tamper-proof）。
+  ``IPython.display``・``sys.meta_path``・``builtins``・``importlib``・``input_transformers``・
+  ``events.register`` などに触れるコードは備考に書くので、そういう提出物は結果とコードを確かめてください。
 - どの演習がどのノートブックのものかは、参照ノートブック（既定はリポジトリの
   ``exercises/``。``--reference`` で変更）の ``ch6.check("6.N-k", …)`` 呼び出しから決めます。
   参照がなければ、ファイル名の ``6_1`` から ``6.1-`` で始まる演習すべてとします。
@@ -369,40 +375,65 @@ def structure_notes(nb, assignment: Assignment) -> list[str]:
                  r"import\s+[\w.]+\s+as\s+ch6\b|setattr\(\s*ch6\b)|sys\.modules\[\s*['\"]ch6",
                  code, re.M):
         notes.append("ch6 のチェックを置き換えるコードがあります（採点には影響しません）。")
+    touched = [name for name, pattern in _TAMPER if re.search(pattern, code, re.M)]
+    if touched:
+        notes.append(f"採点に使う仕組み（{', '.join(touched)}）に触れるコードがあります。"
+                     "採点は改ざんを検出するだけで防げないので、結果とコードを確かめてください。")
     return notes
+
+
+# 学習者のコードは採点と同じカーネルで動く: これらに触れるコードは備考に書く（改ざんの証拠として）
+_TAMPER = [
+    ("IPython.display", r"\bIPython\.(core\.)?display\b|\bdisplay_pub\b"),
+    ("sys.meta_path", r"\b(meta_path|path_hooks)\b"),
+    ("builtins", r"\bbuiltins\b|__builtins__"),
+    ("input_transformers", r"\binput_transformers"),
+    ("events.register", r"\bevents\.register\b"),
+    ("importlib", r"\bimportlib\b"),
+    ("__ch6_grader__", r"__ch6_"),
+]
 
 
 # ------------------------------------------------------------------------------ カーネルでの実行
 
-GRADER_SETUP = r'''
-def __ch6_make_grader(nonce, root, mime):
+GRADER_PRELUDE = r'''
+def __ch6_prelude(nonce, root, mime, user_ns):
+    # 学習者のセルより先に実行する。表示の関数と nonce をここで閉じ込めるので、学習者のコードが
+    # IPython.display.display や importlib を差し替えても、採点結果の表示には使われない
     import importlib
     import sys
-
-    # 学習者が ch6 を差し替えていても、インストール先から読み込み直す
-    for name in [m for m in list(sys.modules) if m == "ch6" or m.startswith("ch6.")]:
-        del sys.modules[name]
-    sys.path.insert(0, root)
-    importlib.invalidate_caches()
-    return importlib.import_module("ch6.grade").kernel_grader(nonce, mime, globals())
-
-
-__ch6_grader__ = __ch6_make_grader(%(nonce)r, %(root)r, %(mime)r)
-del __ch6_make_grader
-'''
-
-
-def kernel_grader(nonce: str, mime: str, user_ns: dict):
-    """（採点用カーネルの中で）演習番号を受け取って採点し、結果を表示データで返す関数を作る。"""
     from IPython.display import display
 
+    import_module, invalidate_caches, modules, path = (importlib.import_module, importlib.invalidate_caches,
+                                                       sys.modules, sys.path)
+
+    def emit(payload):
+        display({mime: dict(payload, nonce=nonce)}, raw=True)
+
+    def make_grader():
+        # 学習者のセルのあとで: ch6 を差し替えられていても、インストール先から読み込み直す
+        for name in [m for m in list(modules) if m == "ch6" or m.startswith("ch6.")]:
+            del modules[name]
+        path.insert(0, root)
+        invalidate_caches()
+        return import_module("ch6.grade").kernel_grader(emit, user_ns)
+
+    return make_grader
+
+
+__ch6_grader__ = __ch6_prelude(%(nonce)r, %(root)r, %(mime)r, globals())
+del __ch6_prelude
+'''
+
+GRADER_SETUP = "__ch6_grader__ = __ch6_grader__()"
+
+
+def kernel_grader(emit, user_ns: dict):
+    """（採点用カーネルの中で）演習番号を受け取って採点し、結果を表示データで返す関数を作る。
+    emit は学習者のセルより先に作った表示の関数（GRADER_PRELUDE）。"""
     from . import _core
 
     broken = load_checks()
-
-    def emit(**payload):
-        payload["nonce"] = nonce
-        display({mime: payload}, raw=True)
 
     def grade(exercise_id: str) -> None:
         entry = _core.registry().get(exercise_id)
@@ -410,14 +441,14 @@ def kernel_grader(nonce: str, mime: str, user_ns: dict):
             why = broken.get(_check_module(exercise_id))
             message = (f"チェックを読み込めませんでした（{_check_module(exercise_id)}.py: {why}）。" if why
                        else _core.run_check(exercise_id, None).message)
-            emit(id=exercise_id, title="?", status="internal", message=message)
+            emit(dict(id=exercise_id, title="?", status="internal", message=message))
         elif entry.title not in user_ns:
-            emit(id=exercise_id, title=entry.title, status="missing", message="")
+            emit(dict(id=exercise_id, title=entry.title, status="missing", message=""))
         else:
             res = _core.run_check(exercise_id, user_ns[entry.title])
-            emit(id=exercise_id, title=entry.title, status=res.status, message=res.message)
+            emit(dict(id=exercise_id, title=entry.title, status=res.status, message=res.message))
 
-    emit(kind="setup", origin=_core.__file__)
+    emit(dict(kind="setup", origin=_core.__file__))
     return grade
 
 
@@ -509,6 +540,20 @@ class _Run:
             return "timeout"
         return "error" if err else "ok"
 
+    async def prelude(self, code: str, timeout: float) -> bool:
+        """ノートブックのセルにせず（セルの番号を変えずに）コードを実行する。正常に終われば True。"""
+        from nbclient.exceptions import DeadKernelError
+
+        c = self.client
+        c.timeout = max(1, math.ceil(timeout))
+        c.shell_timeout_interval = 1
+        try:
+            msg_id = c.kc.execute(code, silent=True, store_history=False)
+            reply = await c.async_wait_for_reply(msg_id)
+        except DeadKernelError:
+            raise _KernelLost("dead") from None
+        return reply is not None and reply["content"].get("status") == "ok"
+
     async def _responsive(self) -> bool:
         """中断のあと、短いコードに応答するか。"""
         from nbclient.exceptions import DeadKernelError
@@ -577,8 +622,8 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
     nonce = secrets.token_hex(8)
     work = nbformat.from_dict(json.loads(json.dumps(nb)))
     n_learner = len(work.cells)
-    setup = GRADER_SETUP % {"nonce": nonce, "root": str(PACKAGE_DIR.parent), "mime": MIME}
-    work.cells.append(nbformat.v4.new_code_cell(setup))
+    prelude = GRADER_PRELUDE % {"nonce": nonce, "root": str(PACKAGE_DIR.parent), "mime": MIME}
+    work.cells.append(nbformat.v4.new_code_cell(GRADER_SETUP))
     for eid in assignment.ids:
         work.cells.append(nbformat.v4.new_code_cell(f"__ch6_grader__({eid!r})"))
     for cell in work.cells:
@@ -607,6 +652,10 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                 notes.append(f"カーネルを起動できませんでした（{type(exc).__name__}）。")
                 not_graded_why = "カーネルを起動できなかったため"
                 break
+            # 0. 学習者のセルより先に、表示の関数と nonce を閉じ込める（ノートブックの外で実行）
+            current = n_learner
+            await run.prelude(prelude, cfg.check_timeout)
+            current = None
             # 1. 学習者のセルを上から（全体で cfg.timeout 秒まで）
             deadline = time.monotonic() + cfg.timeout
             cell_errors = {}
@@ -650,7 +699,10 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -
                 current = index
                 state = await run.cell(index, cfg.check_timeout)
                 current = None
-                got = [p for p in _payloads(work.cells[index], nonce) if p.get("id") == eid]
+                # 採点セルが最後まで実行されたときだけ（学習者の関数が途中で何か表示してから
+                # 止まっても、それは結果にしない）
+                got = ([p for p in _payloads(work.cells[index], nonce) if p.get("id") == eid]
+                       if state == "ok" else [])
                 if got:
                     p = got[-1]
                     results[eid] = ExerciseResult(eid, p.get("title", title), p.get("status", "internal"),

@@ -78,6 +78,7 @@ def _save(nb, path):
     nbformat.write(nb, str(path))
 
 
+TAMPER = ("採点に使う仕組み（{}）に触れるコードがあります。採点は改ざんを検出するだけで防げないので、結果とコードを確かめてください。")
 SUBMISSIONS: dict[str, dict] = {}  # 学習者 -> 期待（テストの中で埋める）
 
 
@@ -223,9 +224,27 @@ def _build(folder: Path) -> dict[str, dict]:
         "            os._exit(1)\n"
         "sys.meta_path.insert(0, Boom())"))
     _save(nb, folder / "noguchi_6_1_vmap.ipynb")
-    exp["noguchi"] = dict(marks="⚠️" * 6, score=0, notes=["採点の準備中にカーネルが停止しました。"],
+    exp["noguchi"] = dict(marks="⚠️" * 6, score=0,
+                          notes=["採点の準備中にカーネルが停止しました。", TAMPER.format("sys.meta_path")],
                           messages={i: "採点の準備中にカーネルが停止したため採点できませんでした" for i in IDS},
                           statuses={i: "not_graded" for i in IDS})
+
+    # IPython.display.display を包んで結果を「正解」に書き換える: 採点の表示は学習者のセルより先に
+    # 閉じ込めてあるので効かず、備考に残る
+    nb = copy.deepcopy(ex)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import IPython.display\n"
+        "_real_display = IPython.display.display\n"
+        "def _fake_display(*objs, **kwargs):\n"
+        "    for o in objs:\n"
+        "        for v in (o.values() if isinstance(o, dict) else []):\n"
+        "            if isinstance(v, dict) and 'status' in v:\n"
+        "                v['status'] = 'pass'\n"
+        "    return _real_display(*objs, **kwargs)\n"
+        "IPython.display.display = _fake_display"))
+    _save(nb, folder / "fujita_6_1_vmap.ipynb")
+    exp["fujita"] = dict(marks="⏳" * 6, score=0, notes=[TAMPER.format("IPython.display")],
+                         statuses={i: "not_done" for i in IDS})
     return exp
 
 
@@ -264,7 +283,8 @@ def test_every_submission_is_graded(graded):
 
 
 @pytest.mark.parametrize("learner", ["aoki", "ito", "ueda", "endo", "ota", "kato", "kimura", "sasaki",
-                                     "kudo", "hayashi", "mori", "noguchi"])
+                                     "kudo", "hayashi", "mori", "noguchi",
+                                     "fujita"])
 def test_scores_marks_and_reasons(graded, learner):
     expected, data, _, _ = graded
     row, exp = _by_learner(data)[learner], expected[learner]
