@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import csv
 import dataclasses
 import io
@@ -247,7 +248,8 @@ def learner_name(path: Path, notebook: str | None) -> str:
     stem = path.stem
     if notebook:
         stem = stem.replace(notebook, " ")
-    stem = re.sub(r"\(\d+\)|\bcopy\b|のコピー", " ", stem, flags=re.I)
+    # Colab・Drive のコピー: "Copy of 6_1_vmap"、"6_1_vmap のコピー"、"6_1_vmap (1)"
+    stem = re.sub(r"\(\d+\)|\bcopy\s+of\b|\bcopy\b|の\s*コピー", " ", stem, flags=re.I)
     name = re.sub(r"[\s_\-.()]+", " ", stem).strip().replace(" ", "_")
     return name or path.parent.name or path.stem
 
@@ -590,11 +592,11 @@ def _first_error(cell) -> str:
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", str(text))
+    from ._core import _one_line as one_line
+
     # SyntaxError の "(3730423741.py, line 2)" はカーネルが付けた一時ファイル名: 行番号だけ残す
-    text = re.sub(r"\s*\((?:[^()]*[/\\])?\d+\.py, line (\d+)\)", r"（\1 行目）", text)
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    text = re.sub(r"\s*\((?:[^()]*[/\\])?\d+\.py, line (\d+)\)", r"（\1 行目）", str(text))
+    return one_line(text, limit)
 
 
 def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at, overran=None) -> str:
@@ -620,7 +622,7 @@ def _why_missing(nb, learner_cells, title, cell_errors, skip, stop_at, overran=N
 async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str) -> tuple[dict[str, ExerciseResult], list[str]]:
     """学習者のセルを実行し、採点セルで全演習をチェックする。(結果, 備考) を返す。"""
     nonce = secrets.token_hex(8)
-    work = nbformat.from_dict(json.loads(json.dumps(nb)))
+    work = copy.deepcopy(nb)
     n_learner = len(work.cells)
     prelude = GRADER_PRELUDE % {"nonce": nonce, "root": str(PACKAGE_DIR.parent), "mime": MIME}
     work.cells.append(nbformat.v4.new_code_cell(GRADER_SETUP))
@@ -880,6 +882,10 @@ def _console(console=None):
     return Console(width=160) if wide else Console()
 
 
+def _plain(mark: str) -> str:
+    return mark.replace("\ufe0f", "")
+
+
 def render(rows: list[Row], assignments: dict[str, Assignment], console=None, details: bool = False) -> None:
     from rich.table import Table
 
@@ -899,13 +905,14 @@ def render(rows: list[Row], assignments: dict[str, Assignment], console=None, de
         table.add_column("合計 / total", justify="right", no_wrap=True)
         table.add_column("備考 / notes", overflow="fold", ratio=1)
         for r in group:
-            marks = [r.exercises[e].mark if e in r.exercises else "" for e in a.ids]
+            # ⚠️ の異体字セレクタ（U+FE0F）は端末によって幅が変わり、列がずれるので表では外す
+            marks = [_plain(r.exercises[e].mark) if e in r.exercises else "" for e in a.ids]
             table.add_row(r.learner, *marks, f"{r.score}/{r.max_score}", "\n".join(r.notes))
         console.print(table)
         passed = [sum(e in r.exercises and r.exercises[e].status == "pass" for r in group) for e in a.ids]
         console.print("演習 / exercises: " + ", ".join(f"{e} {a.titles.get(e, '?')}（正解 {n}/{len(group)}）"
                                                    for e, n in zip(a.ids, passed)), highlight=False)
-        console.print("✅ 正解  ❌ 不正解・エラー・時間切れ  ⏳ 未解答  ⚠️ 採点できない（備考を参照）\n")
+        console.print("✅ 正解  ❌ 不正解・エラー・時間切れ  ⏳ 未解答  ⚠ 採点できない（備考を参照）\n")
         if details:
             for r in group:
                 bad = [x for x in r.exercises.values() if x.status != "pass"]
@@ -938,18 +945,20 @@ def to_json(rows: list[Row]) -> dict[str, Any]:
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
+    """表と同じ中身: 演習の列は印と状態（例 "✅ pass"）、見出しは日本語と英語。"""
     ids: list[str] = []
     for r in rows:
         ids += [i for i in r.exercises if i not in ids]
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["learner", "file", "notebook", "score", "max_score"]
-               + [c for i in ids for c in (i, f"{i} message")] + ["notes"])
+    w.writerow(["学習者 / learner", "ファイル / file", "ノートブック / notebook", "得点 / score",
+                "満点 / max_score"]
+               + [c for i in ids for c in (i, f"{i} メッセージ / message")] + ["備考 / notes"])
     for r in rows:
         cells = []
         for i in ids:
             x = r.exercises.get(i)
-            cells += [x.status, x.message] if x else ["", ""]
+            cells += [f"{x.mark} {x.status}", x.message] if x else ["", ""]
         w.writerow([r.learner, r.file, r.notebook or "", r.score, r.max_score] + cells + [" ".join(r.notes)])
     # Excel でも文字化けしないよう BOM 付き UTF-8
     path.write_text(buf.getvalue(), encoding="utf-8-sig")

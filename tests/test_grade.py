@@ -308,15 +308,19 @@ def test_table_and_csv_show_the_same(graded):
     for learner, exp in expected.items():
         line = next(ln for ln in text.splitlines() if ln.startswith(f"│ {learner} "))
         assert f"{exp['score']}/6" in line
+        # 表の ⚠ は異体字セレクタなし（列がずれない）
+        assert "\ufe0f" not in line and line.count("⚠") == exp["marks"].count("⚠")
     n_pass = sum(exp["marks"].startswith("✅") for exp in expected.values())
     assert f"6.1-1 batched_predict（正解 {n_pass}/{len(expected)}）" in text
     with out_csv.open(encoding="utf-8-sig", newline="") as f:
-        rows = {r["learner"]: r for r in csv.DictReader(f)}
+        rows = {r["学習者 / learner"]: r for r in csv.DictReader(f)}
     assert set(rows) == set(expected)
     for name, r in _by_learner(data).items():
-        assert int(rows[name]["score"]) == r["score"]
-        assert [rows[name][i] for i in IDS] == [r["exercises"][i]["status"] for i in IDS]
-        assert rows[name]["notes"] == " ".join(r["notes"])
+        assert int(rows[name]["得点 / score"]) == r["score"] and int(rows[name]["満点 / max_score"]) == 6
+        assert [rows[name][i] for i in IDS] == [f"{r['exercises'][i]['mark']} {r['exercises'][i]['status']}"
+                                                for i in IDS]
+        assert [rows[name][f"{i} メッセージ / message"] for i in IDS] == [r["exercises"][i]["message"] for i in IDS]
+        assert rows[name]["備考 / notes"] == " ".join(r["notes"])
 
 
 def test_self_check_prints_each_message(tmp_path, capsys):
@@ -341,6 +345,11 @@ def test_learner_names_from_file_names():
     assert grade.learner_name(Path("x/6_1_vmap-山田 花子.ipynb"), nb) == "山田_花子"
     assert grade.learner_name(Path("x/6_1_vmap (1).ipynb"), nb) == "x"
     assert grade.learner_name(Path("suzuki/6_1_vmap.ipynb"), nb) == "suzuki"
+    # Colab・Drive のコピー
+    assert grade.learner_name(Path("x/Copy of 6_1_vmap.ipynb"), nb) == "x"
+    assert grade.learner_name(Path("x/6_1_vmap のコピー.ipynb"), nb) == "x"
+    assert grade.learner_name(Path("x/Copy of tanaka_6_1_vmap.ipynb"), nb) == "tanaka"
+    assert grade.learner_name(Path("x/6_1_vmap のコピー - 佐藤.ipynb"), nb) == "佐藤"
 
 
 def test_identify_by_name_folder_or_content(tmp_path):
