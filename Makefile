@@ -1,7 +1,9 @@
 # 2 つのコマンドで十分です / Two commands do all the set-up:
 #   make lab    -> .venv を作って（なければ）JupyterLab で講座を開く
 #   make test   -> .venv を作って（なければ）すべてのテストを実行する
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python 3.12 以上を探す（3.12 が試験済み。pyenv なら .python-version が 3.12 を選ぶ）
+PYTHON ?= $(shell for p in python3.12 python3.13 python3.14 python3; do \
+             $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ch6-installed
@@ -10,7 +12,7 @@ JOBS   ?= 2
 .PHONY: lab test test-devices exercises outputs bench lint clean
 
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 10), "Python 3.10+ (3.11 recommended) is needed"'
+	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .

@@ -1,5 +1,86 @@
-"""実行環境の表示。どのノートブックも最初のセルでこれを呼びます。"""
+"""実行環境の準備と表示。どのノートブックも最初のセルで ``n_devices = ch6.setup()`` を呼びます。
+
+対応する JAX の範囲はこのファイルの ``MIN_JAX`` と ``TESTED_JAX`` の 2 か所だけに書きます
+（``TESTED_JAX`` は requirements.txt の固定版と同じであることをテストが確かめます）。
+"""
 from __future__ import annotations
+
+import os
+import re
+import sys
+
+MIN_JAX = "0.9.1"  # すべてのノートブックとチェックが動くことを CI が確かめている最も古い版
+TESTED_JAX = "0.12.0.1"  # 保存された出力を作った版（requirements.txt の固定版）
+DEFAULT_DEVICES = 8  # CPU だけのマシンで作る模擬デバイスの数（JAX_NUM_CPU_DEVICES があればそちら）
+INSTALL_HINT = f'pip install -U "jax>={MIN_JAX}"'
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """"0.12.0.1" -> (0, 12, 0, 1)。数字でない部分（rc や dev）は無視する。"""
+    parts = []
+    for piece in text.split("+")[0].split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.group() != piece:  # "0rc1" などの後ろは比べない
+            break
+    return tuple(parts)
+
+
+def version_notes(version: str) -> list[str]:
+    """動いている JAX の版について、学習者に伝えるべきことを日本語の行で返す（なければ空）。"""
+    got = version_tuple(version)
+    if got < version_tuple(MIN_JAX):
+        return [
+            f"⚠️ JAX {version} は古すぎます（この講座は JAX {MIN_JAX} 以上で動作を確かめています）。"
+            "jax.shard_map・jax.smap・Explicit モードのメッシュを使うセルとチェックがエラーになります。"
+            f"次のコマンドで更新し、ランタイム（カーネル）を再起動してください: {INSTALL_HINT}"
+        ]
+    if got > version_tuple(TESTED_JAX):
+        return [
+            f"ℹ️ JAX {version} は、この講座が出力を確かめた JAX {TESTED_JAX} より新しい版です。"
+            "たいていはそのまま動きますが、エラーメッセージや表示が保存された出力と少し違うことがあります。"
+        ]
+    return []
+
+
+def _jax_already_imported() -> bool:
+    return "jax" in sys.modules
+
+
+def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
+    """ノートブックの最初のセルで呼ぶ。デバイス数を返す。
+
+    ``cpu=True`` にすると GPU/TPU があっても CPU の模擬デバイスを使います（カーネルを再起動してから）。
+
+    1. JAX を読み込む前に ``JAX_NUM_CPU_DEVICES`` を（未設定なら）決める。JAX はこの変数を
+       ``import jax`` のときに一度だけ読むので、読み込んだ後に変えても効きません。
+    2. NumPy の表示桁数と、jaxpr を色なしで表示する設定をする（保存した出力に色コードを残さない）。
+    3. JAX の版を確かめ、対応範囲の外なら日本語で知らせる。
+    4. バックエンドとデバイスの一覧を表示する。
+    """
+    late = _jax_already_imported()
+    if cpu:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ.setdefault("JAX_NUM_CPU_DEVICES", str(default_devices))
+
+    import jax
+    import numpy as np
+
+    np.set_printoptions(precision=4, suppress=True)
+    jax.config.update("jax_pprint_use_color", False)
+    for line in version_notes(jax.__version__):
+        print(line)
+    n = show_devices()
+    wanted = os.environ.get("JAX_NUM_CPU_DEVICES", "")
+    if late and cpu and jax.default_backend() != "cpu":
+        print("ℹ️ JAX はこのセルより前に読み込まれていたため、cpu=True が効いていません。"
+              "カーネルを再起動してから、このセルを最初に実行してください。")
+    elif late and jax.default_backend() == "cpu" and wanted.isdigit() and n != int(wanted):
+        print(f"ℹ️ JAX はこのセルより前に読み込まれていたため、JAX_NUM_CPU_DEVICES={wanted} が効いていません。"
+              "カーネルを再起動してから、このセルを最初に実行してください。")
+    return n
 
 
 def show_devices() -> int:
@@ -11,10 +92,11 @@ def show_devices() -> int:
     print(f"JAX {jax.__version__} / バックエンド: {backend} / デバイス数: {n}")
     if backend == "cpu" and n > 1:
         print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく正しさと通信の形を確かめられます）")
-    elif n == 1 and backend != "cpu":
+    elif n < DEFAULT_DEVICES and backend != "cpu":
         print(
-            f"{backend.upper()} が 1 つだけです。複数デバイスの動きを見るには、ランタイムを再起動し、"
-            "最初のセルの先頭に os.environ['JAX_PLATFORMS'] = 'cpu' を加えて CPU の模擬デバイスを使ってください。"
+            f"{backend.upper()} のデバイスが {n} 個です。コードはこの数に合わせて動きます。"
+            f"{DEFAULT_DEVICES} 個のデバイスでの分割や通信を見るには、ランタイムを再起動し、"
+            "最初のセルの ch6.setup() を ch6.setup(cpu=True) に変えて実行すると、CPU の模擬デバイスを使えます。"
         )
     elif n == 1:
         print("デバイスが 1 つです。複数デバイスの例も動きますが、分割は 1 つになります。")

@@ -1,13 +1,14 @@
 """ノートブックを新しいカーネルで上から順に実行する（出力の更新・ベンチマーク・採点で共用）。"""
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import time
 from pathlib import Path
 
 import nbformat
+
+from . import sanitize
 
 DEFAULT_DEVICES = 8
 
@@ -22,16 +23,9 @@ def kernel_env(devices: int = DEFAULT_DEVICES, platforms: str | None = "cpu") ->
     return env
 
 
-SANITIZE_CFG = Path(__file__).resolve().parent.parent / "nbval_sanitize.cfg"
-
-
-def sanitizers(cfg: Path = SANITIZE_CFG) -> list[tuple[re.Pattern, str]]:
-    """nbval_sanitize.cfg の regex/replace の組（テストと保存出力で同じ規則を使う）。"""
-    if not cfg.exists():  # パッケージだけを入れた環境（Colab など）
-        return []
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(cfg, encoding="utf-8")
-    return [(re.compile(parser[s]["regex"]), parser[s]["replace"]) for s in parser.sections()]
+def sanitizers() -> list[tuple[re.Pattern, str]]:
+    """ch6/nbval_sanitize.cfg の regex/replace の組（テストと保存出力で同じ規則を使う）。"""
+    return list(sanitize.rules())
 
 
 def _clean_error(out, rules) -> None:

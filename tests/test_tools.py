@@ -43,12 +43,12 @@ def test_to_exercise_drops_markdown_solution_and_outputs():
     assert "return 1" in nb.cells[1].source  # 元は変えない
 
 
-def test_setup_cell_starts_with_head_and_sets_devices_before_jax():
-    cell = nbtemplate.setup_cell("from jax import lax")
-    assert cell.startswith(nbtemplate.setup_head())
-    assert cell.index("JAX_NUM_CPU_DEVICES") < cell.index("import jax")
-    assert nbtemplate.repo_url() in cell
-    assert "from jax import lax" in cell
+def test_setup_cell_is_short_installs_from_the_repo_and_calls_setup():
+    cell = nbtemplate.setup_cell()
+    assert len(cell.splitlines()) <= 12
+    assert f"git+{nbtemplate.repo_url()}" in cell
+    assert cell.rstrip().splitlines()[-1].startswith("n_devices = ch6.setup()")
+    assert "import jax" not in cell  # JAX は ch6.setup() が JAX_NUM_CPU_DEVICES を決めてから読み込む
 
 
 def test_badge_points_at_the_notebook():

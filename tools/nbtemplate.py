@@ -4,7 +4,7 @@
 リポジトリの住所は pyproject.toml の [project.urls] Repository だけに書きます。
 住所を変えたら ``python tools/nbtemplate.py --stamp`` で README と全ノートブックのバッジと
 セットアップセルを書き換えます（tests/test_consistency.py が食い違いを見つけます）。
-ノートブックを作るスクリプトは ``badge(path)`` と ``setup_cell()`` を使ってください。
+ノートブックを作るスクリプトは ``badge(path)`` と ``setup_cell()`` を使ってください。\n``--stamp`` は全ノートブックの最初のコードセルも ``setup_cell()`` に揃えます。
 """
 from __future__ import annotations
 
@@ -32,34 +32,19 @@ def badge(relpath: str) -> str:
     return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(relpath)})"
 
 
-def setup_head() -> str:
-    """どのノートブックも最初のコードセルをこの文字列で始める（続きは自由）。"""
-    return f'''import os
+def setup_cell() -> str:
+    """どのノートブックも最初のコードセルがこの文字列と完全に同じ（テストが確かめる）。
+    ノートブックごとの import は次のセルに書きます。"""
+    return f'''# 講座の補助パッケージ ch6 を読み込み、JAX とデバイスを準備します
+import importlib.util
+import subprocess
 import sys
 
-# CPU だけのマシンでも 8 デバイスあるように見せる（GPU/TPU 上では実デバイスが使われる）
-os.environ.setdefault("JAX_NUM_CPU_DEVICES", "8")
-try:
-    import ch6  # 講座の補助パッケージ（ローカルでは make lab が導入済み）
-except ImportError:  # Colab など: 講座のリポジトリから導入する
-    import subprocess
-
+if importlib.util.find_spec("ch6") is None:  # Colab・Kaggle など: 講座のリポジトリから入れる
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+{repo_url()}"], check=True)
-    import ch6
-'''
+import ch6
 
-
-def setup_cell(extra: str = "") -> str:
-    """標準のセットアップセル。extra は import の後に足す行。"""
-    return setup_head() + f'''
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-np.set_printoptions(precision=4, suppress=True)
-jax.config.update("jax_pprint_use_color", False)  # jaxpr を色なしで表示（保存した出力を読みやすく）
-{extra.strip()}
-n_devices = ch6.show_devices()'''.replace("\n\nn_devices", "\nn_devices")
+n_devices = ch6.setup()  # GPU/TPU でも CPU の模擬デバイスを使うなら ch6.setup(cpu=True)'''
 
 
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
@@ -76,7 +61,7 @@ def restamp(text: str) -> str:
 
 
 def stamp(path: Path) -> bool:
-    """ノートブック（セルごと）や README の住所を書き換える。変えたら True。"""
+    """README の住所、ノートブックのリンクと最初のコードセル（setup_cell()）を揃える。変えたら True。"""
     if path.suffix != ".ipynb":
         old = path.read_text(encoding="utf-8")
         new = restamp(old)
@@ -91,6 +76,9 @@ def stamp(path: Path) -> bool:
         new = restamp(cell.source)
         if new != cell.source:
             cell.source, changed = new, True
+    first = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if first is not None and first.source != setup_cell():
+        first.source, changed = setup_cell(), True
     if changed:
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
     return changed

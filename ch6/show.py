@@ -1,0 +1,121 @@
+"""ノートブックとチェックが見せるものを作る部品（表示はすべてここから）。
+
+- :func:`expect_error`: わざとエラーを起こすセル用。エラーの型とメッセージを表示してセルを完了させ、
+  エラーが起きなければ大きな声で失敗する（「すべて実行」が Colab・Kaggle・VS Code でも止まらない）。
+- :func:`collectives_line`: 集団通信の数を 1 行で（「集団通信なし」を含めて綴りは 1 通り）。
+- :func:`table`: 色コードのないプレーンな表（全角文字の幅もそろえる）。
+- :func:`rounded` / :func:`num`: CPU の命令セットや足し算の順で変わる桁を落とし、-0 を 0 にそろえる。
+"""
+from __future__ import annotations
+
+import contextlib
+import unicodedata
+from typing import Iterable, Sequence
+
+from . import sanitize
+
+NO_COLLECTIVES = "集団通信なし"
+INTENTIONAL = "（わざと起こしたエラーです）"
+
+
+class NoErrorRaised(AssertionError):
+    """expect_error のブロックでエラーが起きなかった（教材の前提が崩れている）。"""
+
+
+class Caught:
+    """expect_error が捕まえた例外（ブロックの後で ``.exc``・``.type_name``・``.message`` を見られる）。"""
+
+    exc: BaseException | None = None
+
+    @property
+    def type_name(self) -> str:
+        return type(self.exc).__name__ if self.exc is not None else ""
+
+    @property
+    def message(self) -> str:
+        return error_message(self.exc) if self.exc is not None else ""
+
+
+def error_message(exc: BaseException, max_lines: int = 4, width: int = 300) -> str:
+    """例外のメッセージを、機械ごとに変わる部分を整えて最初の数行だけ返す。"""
+    lines = [ln.rstrip() for ln in sanitize.clean(str(exc)).splitlines() if ln.strip()]
+    lines = [ln if len(ln) <= width else ln[: width - 1] + "…" for ln in lines]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + ["…"]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def expect_error(*types: type[BaseException], match: str | None = None, max_lines: int = 4):
+    """このブロックはわざとエラーを起こします。
+
+    起きたエラーが ``types`` のどれか（省略時は Exception）なら、型とメッセージを表示してセルを続けます。
+    エラーが起きなければ :class:`NoErrorRaised`、別の型なら元の例外がそのまま出ます。
+    ``match`` を渡すと、メッセージにその文字列が含まれることも確かめます。
+    """
+    want = types or (Exception,)
+    caught = Caught()
+    try:
+        yield caught
+    except want as exc:
+        caught.exc = exc
+        text = error_message(exc, max_lines=max_lines)
+        if match is not None and match not in str(exc):
+            raise NoErrorRaised(
+                f"期待したメッセージ {match!r} が含まれていません: {type(exc).__name__}: {text}") from exc
+        print(f"{INTENTIONAL} {type(exc).__name__}: {text}")
+    else:
+        names = " / ".join(t.__name__ for t in want)
+        raise NoErrorRaised(f"ここでは {names} が起きるはずでしたが、エラーが起きませんでした。")
+
+
+def collectives_line(counts: dict[str, int] | Iterable) -> str:
+    """{"all-gather": 1, "all-reduce": 2} -> "all-gather ×1, all-reduce ×2"（空なら「集団通信なし」）。"""
+    counts = dict(counts)
+    items = [(k, v) for k, v in sorted(counts.items()) if v]
+    return ", ".join(f"{k} ×{v}" for k, v in items) if items else NO_COLLECTIVES
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    gap = " " * (width - _width(text))
+    return gap + text if right else text + gap
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None,
+          right: Sequence[bool] | None = None) -> str:
+    """プレーンな表の文字列（色コードなし）。数値の列は右寄せ（right で指定も可）。"""
+    cells = [[str(c) for c in r] for r in rows]
+    head = [str(h) for h in header] if header else None
+    ncol = max([len(r) for r in cells] + [len(head) if head else 0])
+    if right is None:
+        right = [all(isinstance(r[i], (int, float)) for r in rows if i < len(r)) and bool(rows)
+                 for i in range(ncol)]
+    allrows = ([head] if head else []) + cells
+    widths = [max(_width(r[i]) if i < len(r) else 0 for r in allrows) for i in range(ncol)]
+
+    def line(r):
+        return "  ".join(_pad(r[i] if i < len(r) else "", widths[i], right[i]) for i in range(ncol)).rstrip()
+
+    out = []
+    if head:
+        out += [line(head), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def rounded(x, decimals: int = 3):
+    """小数 decimals 桁に丸めた NumPy 配列（-0 は 0 にそろえる）。命令セットで変わる末尾の桁を見せないため。"""
+    import numpy as np
+
+    a = np.round(np.asarray(x, dtype=np.float64), decimals) + 0.0
+    return a
+
+
+def num(x, digits: int = 3) -> str:
+    """スカラーを小数 digits 桁の文字列に（-0 は 0 にそろえる）。"""
+    v = float(rounded(x, digits))
+    return f"{v:.{digits}f}"

@@ -1,0 +1,58 @@
+"""ch6.setup() と JAX の版の確認。"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ch6 import env
+
+
+def test_version_tuple():
+    assert env.version_tuple("0.12.0.1") == (0, 12, 0, 1)
+    assert env.version_tuple("0.10.2") < env.version_tuple("0.12.0.1")
+    assert env.version_tuple("0.13.0rc1") == (0, 13, 0)
+    assert env.version_tuple("0.12.0.dev20260101+abc") == (0, 12, 0)
+
+
+def test_supported_versions_say_nothing():
+    assert env.version_notes(env.TESTED_JAX) == []
+    assert env.version_notes(env.MIN_JAX) == []
+
+
+def test_too_old_says_what_breaks_and_how_to_install():
+    (line,) = env.version_notes("0.4.30")
+    assert "0.4.30" in line and env.MIN_JAX in line
+    assert env.INSTALL_HINT in line and "再起動" in line
+
+
+def test_newer_than_tested_says_so():
+    (line,) = env.version_notes("99.0")
+    assert env.TESTED_JAX in line and "新しい" in line
+
+
+def _run(code: str, **extra) -> str:
+    import os
+
+    e = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES",)}
+    e.update(extra)
+    out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_setup_sets_the_device_count_before_jax_is_imported():
+    out = _run("import ch6; n = ch6.setup(); print('N', n)", JAX_PLATFORMS="cpu")
+    assert "N 8" in out and "デバイス数: 8" in out
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_setup_keeps_a_count_chosen_by_the_learner(n):
+    out = _run("import ch6; print('N', ch6.setup())", JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(n))
+    assert f"N {n}" in out
+
+
+def test_setup_after_jax_was_imported_says_to_restart():
+    out = _run("import jax; jax.devices(); import ch6; print('N', ch6.setup())", JAX_PLATFORMS="cpu")
+    assert "N 1" in out and "再起動" in out
