@@ -58,3 +58,17 @@ def test_rounded_normalises_negative_zero():
     a = show.rounded(np.array([-1e-9, -0.0, 0.12345]), 3)
     assert str(a) == str(np.array([0.0, 0.0, 0.123]))
     assert show.num(-0.00001) == "0.000"
+
+
+@pytest.mark.parametrize("n,shape", [(1, (1, 1)), (2, (1, 2)), (3, (3, 1)), (4, (2, 2)), (5, (5, 1)),
+                                     (6, (3, 2)), (7, (7, 1)), (8, (4, 2))])
+def test_mesh_2d_shape_exists_for_every_count(n, shape):
+    from ch6 import meshes
+
+    assert meshes.mesh_2d_shape(n) == shape
+
+
+def test_multiple_of():
+    from ch6 import meshes
+
+    assert meshes.multiple_of(3, 1024) == 1026 and meshes.multiple_of(8, 1024) == 1024
