@@ -119,3 +119,53 @@ def test_readme_lists_every_notebook():
         rel = path.relative_to(ROOT).as_posix()
         assert rel in readme, f"README does not list {rel}"
         assert nbtemplate.colab_url(rel) in readme, f"README has no Colab badge for {rel}"
+
+
+# ---------------------------------------------------------------- チェックの行と登録表
+
+CHECK_CALL = re.compile(r"""^\s*ch6\.check\(\s*["']([\w.-]+)["']\s*,\s*([A-Za-z_]\w*)\s*\)""", re.M)
+CHECK_LINE = re.compile(r"^(✅|❌|⏳|⚠️) \[([\w.-]+)\] ", re.M)
+TWINS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def _check_calls(path):
+    calls, lines = [], []
+    for c in _nb(path)["cells"]:
+        if c["cell_type"] != "code":
+            continue
+        found = CHECK_CALL.findall(_src(c))
+        calls += found
+        text = "".join("".join(o.get("text", "")) for o in c.get("outputs", []) if o.get("output_type") == "stream")
+        lines += [(m.group(1), m.group(2)) for m in CHECK_LINE.finditer(text)]
+    return calls, lines
+
+
+@pytest.mark.parametrize("path", TWINS, ids=[p.name for p in TWINS])
+def test_solution_lines_pass_and_exercise_lines_wait(path):
+    for folder, mark in (("solutions", "✅"), ("exercises", "⏳")):
+        calls, lines = _check_calls(ROOT / folder / path.name)
+        assert calls, f"{folder}/{path.name}: no ch6.check calls"
+        assert [i for _, i in lines] == [i for i, _ in calls], \
+            f"{folder}/{path.name}: stored check lines {lines} do not match the calls {calls}"
+        bad = [(m, i) for m, i in lines if m != mark]
+        assert not bad, f"{folder}/{path.name}: every stored check line must be {mark}, got {bad}"
+
+
+def test_registry_equals_the_check_calls_in_order():
+    from ch6 import _core
+
+    reg = _core.registry()
+    assert not _core.load_errors()
+    in_notebooks = []
+    for path in TWINS:
+        calls, _ = _check_calls(path)
+        for ex_id, name in calls:
+            assert ex_id in reg, f"{path.name}: {ex_id} is not registered"
+            assert reg[ex_id].title == name, \
+                f"{path.name}: {ex_id} checks {name!r} but the registry expects {reg[ex_id].title!r}"
+        section = path.name.split("_")[0] + "." + path.name.split("_")[1]
+        assert [i for i, _ in calls] == sorted((i for i in reg if i.startswith(section + "-")),
+                                               key=lambda i: int(i.rsplit("-", 1)[1])), \
+            f"{path.name}: the check calls are not the registered exercises of {section} in order"
+        in_notebooks += [i for i, _ in calls]
+    assert sorted(in_notebooks) == sorted(reg), "registered checks that no notebook calls (or the reverse)"
