@@ -8,14 +8,21 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ch6-installed
 JOBS   ?= 2
+PIP    := -m pip install --quiet --disable-pip-version-check
+# 動作を確かめている最も古い JAX（ch6/env.py の MIN_JAX だけが正本）
+MIN_JAX := $(shell sed -n 's/^MIN_JAX = "\([^"]*\)".*/\1/p' ch6/env.py)
+MIN_VENV := .venv-min
+# CI で試すデバイス数（奇数を含む）
+DEVICE_COUNTS ?= 1 3 4
+CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: lab test test-devices exercises outputs bench lint clean
+.PHONY: lab test test-devices test-isa test-min test-wheel ci exercises outputs bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(BIN)/python $(PIP) -r requirements.txt
+	$(BIN)/python $(PIP) --no-deps -e .
 	@touch $@
 
 # root で動かすとき（コンテナなど）だけ --allow-root を付ける
@@ -26,11 +33,39 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
 
-# 模擬デバイス 1, 2, 4 個でも全ノートブックが動くこと（出力は比べない）
+# 奇数を含むデバイス数で: 全ノートブックが最後まで動くこと（出力は比べない）と、チェックの単体テスト
 test-devices: $(STAMP)
-	for n in 1 2 4; do \
+	for n in $(DEVICE_COUNTS); do \
 	  $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --devices $$n notebooks solutions exercises || exit 1; \
 	done
+	for n in $(CHECK_DEVICE_COUNTS); do \
+	  $(BIN)/python -m pytest -q -n $(JOBS) --devices $$n tests/test_checks_*.py || exit 1; \
+	done
+
+# 古い命令セットの CPU でも保存した出力と一致すること（厳密）
+test-isa: $(STAMP)
+	XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval notebooks solutions exercises
+
+# 最も古い対応 JAX（MIN_JAX）で: 単体テストと全ノートブック（出力は比べない）
+$(MIN_VENV)/.ch6-installed: requirements.txt pyproject.toml ch6/env.py
+	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required"; exit 1; }
+	rm -rf $(MIN_VENV) && $(PYTHON) -m venv $(MIN_VENV)
+	sed -e 's/^jax==.*/jax==$(MIN_JAX)/' -e 's/^jaxlib==.*/jaxlib==$(MIN_JAX)/' requirements.txt > $(MIN_VENV)/requirements-min.txt
+	$(MIN_VENV)/bin/python $(PIP) -r $(MIN_VENV)/requirements-min.txt
+	$(MIN_VENV)/bin/python $(PIP) --no-deps -e .
+	@touch $@
+
+test-min: $(MIN_VENV)/.ch6-installed
+	$(MIN_VENV)/bin/python -c 'import jax; assert jax.__version__ == "$(MIN_JAX)", jax.__version__; print("JAX", jax.__version__)'
+	$(MIN_VENV)/bin/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax \
+	  --deselect tests/test_consistency.py::test_installed_versions_match_pins
+
+# wheel だけを入れた環境（リポジトリなし、Colab と同じ）で: 演習ノートブック、採点、6.6 の 2 プロセス
+test-wheel: $(STAMP)
+	bash .ci/wheel_smoke.sh $(PYTHON)
+
+# CI が行うこと（.ci/run）: README のテストに加えて、デバイス数・命令セット・最も古い JAX・wheel
+ci: test test-devices test-isa test-min test-wheel
 
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)
@@ -45,8 +80,5 @@ outputs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python tools/run_notebooks.py
 
-lint:
-	python3 ../shared/tools/course_lint.py
-
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(MIN_VENV)
