@@ -5,12 +5,16 @@
 - :func:`collectives_line`: 集団通信の数を 1 行で（「集団通信なし」を含めて綴りは 1 通り）。
 - :func:`table`: 色コードのないプレーンな表（全角文字の幅もそろえる）。
 - :func:`rounded` / :func:`num`: CPU の命令セットや足し算の順で変わる桁を落とし、-0 を 0 にそろえる。
+- :func:`median_time`: 1 回目（コンパイルを含む）と、2 回目以降の中央値を分けて測る。
+- :func:`figure`: matplotlib の図を PNG 1 枚で表示する。
+- :func:`sharding_text`: ``visualize_array_sharding`` の図を色コードなしの文字列で。
 """
 from __future__ import annotations
 
 import contextlib
+import re
 import unicodedata
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from . import sanitize
 
@@ -119,3 +123,97 @@ def num(x, digits: int = 3) -> str:
     """スカラーを小数 digits 桁の文字列に（-0 は 0 にそろえる）。"""
     v = float(rounded(x, digits))
     return f"{v:.{digits}f}"
+
+
+def value_text(x, digits: int = 4) -> str:
+    """1 つの値を短い文字列に（デバイスごとの値を表に並べるため）。
+
+    スカラーは ``36``・``4.5``、ベクトルは ``[1 4 7]``、2 次元は行を `` | `` で区切ります。
+    小数は digits 桁に丸めて末尾の 0 を省き、-0 は 0 にそろえます（命令セットで変わる桁を見せない）。
+    """
+    import numpy as np
+
+    a = np.asarray(x)
+    if a.ndim == 0:
+        if a.dtype.kind in "biu":
+            return str(a.item())
+        return np.format_float_positional(float(rounded(a, digits)), trim="-")
+    if a.ndim == 1:
+        return "[" + " ".join(value_text(v, digits) for v in a) + "]"
+    return " | ".join(value_text(row, digits) for row in a)
+
+
+def before_after(title: str | None, before, after, digits: int = 4) -> str:
+    """各デバイスの値を「前」と「後」で並べたプレーンな表（集団演算の説明用）。
+
+    ``before[i]`` と ``after[i]`` がデバイス i の値です（スカラーでもベクトルでもよい）。
+    title を渡すと 1 行目に出します。
+    """
+    if len(before) != len(after):
+        raise ValueError(f"before と after の長さが違います: {len(before)} と {len(after)}")
+    rows = [(i, value_text(b, digits), value_text(a, digits)) for i, (b, a) in enumerate(zip(before, after))]
+    body = table(rows, header=("デバイス", "前", "後"), right=(True, True, True))
+    return f"{title}\n{body}" if title else body
+
+
+class Timing(NamedTuple):
+    """:func:`median_time` の結果（秒）。``first, median = median_time(...)`` と分けて受け取れます。"""
+
+    first: float   # 1 回目: トレース・コンパイル・実行を含む
+    median: float  # 2 回目以降 repeat 回の中央値: 実行だけ
+
+
+def median_time(fn, *args, repeat: int = 7) -> Timing:
+    """fn(*args) の時間を正直に測る: 1 回目（コンパイルを含む）は別に、そのあと repeat 回の中央値。
+
+    JAX は非同期に実行するので、毎回 ``jax.block_until_ready`` で計算の終わりまで待ちます。
+    1 回目がウォームアップを兼ねます。
+    """
+    import statistics
+    import time
+
+    import jax
+
+    if repeat < 1:
+        raise ValueError(f"repeat は 1 以上です（受け取ったのは {repeat}）")
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    first = time.perf_counter() - t0
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        runs.append(time.perf_counter() - t0)
+    return Timing(first, statistics.median(runs))
+
+
+def figure(fig, dpi: int = 90) -> None:
+    """matplotlib の図を PNG 1 枚にして表示し、図を閉じる（backend や環境によらず同じ形で保存される）。"""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    display(Image(buf.getvalue()))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def sharding_text(x, **kwargs) -> str:
+    """``jax.debug.visualize_array_sharding(x, use_color=False)`` の図を、色コードのない文字列で返す。
+
+    JAX 0.12 は ``use_color=False`` でも rich の強調表示で数字に ANSI コードを付け、Jupyter では
+    表示（display）として出すので、ここで受け取って色コードを落とします。``print(sharding_text(x))`` で使います。
+    """
+    import jax
+    from IPython.utils.capture import capture_output
+
+    kwargs.setdefault("use_color", False)
+    with capture_output(stdout=True, stderr=False, display=True) as cap:
+        jax.debug.visualize_array_sharding(x, **kwargs)
+    text = cap.stdout + "".join(out.data.get("text/plain", "") for out in cap.outputs)
+    return "\n".join(line.rstrip() for line in _ANSI.sub("", text).strip("\n").splitlines())
