@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 import os
 import pkgutil
@@ -20,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = [
-    "Fail", "NotDone", "LearnerError", "Result", "exercise", "call", "check", "run_check",
+    "Fail", "NotDone", "LearnerError", "Status", "MARKS", "Result", "exercise", "call", "check", "run_check",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives",
     "jaxpr_size", "fmt", "RESULTS", "registry", "hidden_rng", "f32", "n_devices",
 ]
@@ -42,20 +43,47 @@ class LearnerError(Exception):
         self.exc = exc
 
 
+class Status(enum.StrEnum):
+    """演習 1 つの結果の状態。チェック（run_check）・採点用カーネル・採点コマンド（ch6.grading）で共通。"""
+
+    PASS = "pass"              # 正解
+    FAIL = "fail"              # 不正解
+    ERROR = "error"            # 学習者のコードの中で例外
+    TIMEOUT = "timeout"        # （採点コマンド）チェックが制限時間内に終わらない
+    CRASH = "crash"            # （採点コマンド）チェックの最中にカーネルが停止
+    NOT_DONE = "not_done"      # NotImplementedError のまま
+    INTERNAL = "internal"      # チェッカー・採点ツール側の問題
+    MISSING = "missing"        # （採点用カーネル）関数が定義されていない
+    NOT_GRADED = "not_graded"  # （採点コマンド）ファイルが読めない・カーネルが止まったなどで採点できない
+
+    @property
+    def mark(self) -> str:
+        return MARKS[self]
+
+
+# 印の表はここ 1 つ（ノートブックの 1 行表示も採点の表も CSV もこれを使う）
+MARKS = {
+    Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "❌", Status.TIMEOUT: "❌", Status.CRASH: "❌",
+    Status.NOT_DONE: "⏳", Status.INTERNAL: "⚠️", Status.MISSING: "⚠️", Status.NOT_GRADED: "⚠️",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     exercise: str
-    status: str  # "pass" | "fail" | "not_done" | "error" | "internal"
+    status: Status
     message: str
+
+    def __post_init__(self):  # 文字列で渡されても Status にそろえる（知らない値は ValueError）
+        object.__setattr__(self, "status", Status(self.status))
 
     @property
     def ok(self) -> bool:
-        return self.status == "pass"
+        return self.status is Status.PASS
 
     @property
     def line(self) -> str:
-        mark = {"pass": "✅", "not_done": "⏳", "internal": "⚠️"}.get(self.status, "❌")
-        return f"{mark} [{self.exercise}] {self.message}"
+        return f"{self.status.mark} [{self.exercise}] {self.message}"
 
     def __str__(self) -> str:  # pragma: no cover - 表示用
         return self.line
@@ -70,7 +98,7 @@ class _Entry:
 _REGISTRY: dict[str, _Entry] = {}
 _LOAD_ERRORS: dict[str, str] = {}  # 読み込めなかったチェックモジュール -> 理由
 _LOADED = False
-RESULTS: list[Result] = []  # このプロセスで実行したチェックの記録（採点ツールが読む）
+RESULTS: list[Result] = []  # このカーネルで ch6.check した結果（6.3a・6.5 の最後のセルが数える）
 
 
 def exercise(exercise_id: str, title: str):
@@ -271,30 +299,30 @@ def run_check(exercise_id: str, answer: Any) -> Result:
     try:
         entry = registry().get(exercise_id)
     except Exception as exc:  # チェック定義の読み込み失敗
-        return Result(exercise_id, "internal", f"チェックを読み込めませんでした: {_one_line(exc)}")
+        return Result(exercise_id, Status.INTERNAL, f"チェックを読み込めませんでした: {_one_line(exc)}")
     if entry is None:
         if _LOAD_ERRORS:
             broken = "; ".join(f"{name}: {why}" for name, why in sorted(_LOAD_ERRORS.items()))
-            return Result(exercise_id, "internal", f"チェックの定義を読み込めませんでした（{broken}）。")
+            return Result(exercise_id, Status.INTERNAL, f"チェックの定義を読み込めませんでした（{broken}）。")
         known = ", ".join(sorted(registry()))
-        return Result(exercise_id, "internal", f"この番号の演習はありません（あるのは {known}）。")
+        return Result(exercise_id, Status.INTERNAL, f"この番号の演習はありません（あるのは {known}）。")
     try:
         detail = entry.fn(answer)
-        return Result(exercise_id, "pass", f"{entry.title}: 正解です。{detail}".rstrip())
+        return Result(exercise_id, Status.PASS, f"{entry.title}: 正解です。{detail}".rstrip())
     except NotDone:
-        return Result(exercise_id, "not_done",
+        return Result(exercise_id, Status.NOT_DONE,
                       f"{entry.title}: まだ解答されていません（NotImplementedError のままです）。")
     except Fail as exc:
-        return Result(exercise_id, "fail", f"{entry.title}: {exc}")
+        return Result(exercise_id, Status.FAIL, f"{entry.title}: {exc}")
     except LearnerError as exc:
         err = exc.exc
-        return Result(exercise_id, "error",
+        return Result(exercise_id, Status.ERROR,
                       f"{entry.title}: あなたのコードの中でエラーが起きました: "
                       f"{type(err).__name__}: {_one_line(err)}")
     except RecursionError:
-        return Result(exercise_id, "error", f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
+        return Result(exercise_id, Status.ERROR, f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
     except Exception as exc:  # チェッカー自身の不具合: トレースバックは見せない
-        return Result(exercise_id, "internal",
+        return Result(exercise_id, Status.INTERNAL,
                       f"{entry.title}: チェッカー内部の問題です（解答のせいではありません）: "
                       f"{type(exc).__name__}: {_one_line(exc)}")
 
