@@ -45,3 +45,13 @@ def n_devices():
     import jax
 
     return jax.device_count()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """ミューテーションテストのスコア（tests/test_mutation.py）を最後に表示する。"""
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            for name, value in getattr(rep, "user_properties", []) or []:
+                if name == "mutation_report" and getattr(rep, "when", "call") == "call":
+                    terminalreporter.write_sep("-", "mutation testing of the checks (tools/mutate.py)")
+                    terminalreporter.write_line(value)
