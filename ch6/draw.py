@@ -1,0 +1,219 @@
+"""本物のオブジェクト（メッシュ、シャーディングされた配列、集団通信の前後の値）から図を描く。
+
+どの関数も :class:`Drawing` を返します。ノートブックのセルの最後に置くと PNG で表示され、
+``.texts`` で図の中の文字（デバイス番号、仕様、ラベル）を確かめられます（テストが使う）。
+日本語のラベルは matplotlib-fontja の IPAex ゴシック（パッケージに同梱、システムのフォント不要）で描きます。
+PNG は小さく（数十 KB）、同じ入力なら同じバイト列になります（作成ソフトの版などのメタデータを入れない）。
+
+- :func:`mesh`: メッシュ → デバイス番号の格子と軸の名前（複数プロセスならプロセスごとに色分け）
+- :func:`sharding`: シャーディングされた配列 → どのデバイスがどのブロックを持つか（``addressable_shards`` から）
+- :func:`device_values`: 集団通信の前と後の「デバイスごとの値」の表
+- :func:`ring_steps`: リングの各ステップで、どのデバイスがどのブロックを持っているか
+- :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
+"""
+from __future__ import annotations
+
+import io
+from typing import Sequence
+
+import numpy as np
+
+# 色はデバイス番号で決める（どの図でも同じデバイスは同じ色）
+_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+            "#9c755f", "#bab0ac", "#86bcb6", "#d37295", "#8cd17d", "#f1ce63", "#a0cbe8", "#ffbe7d"]
+DPI = 80
+
+
+def color(i: int) -> str:
+    return _PALETTE[int(i) % len(_PALETTE)]
+
+
+class Drawing:
+    """描いた図: PNG のバイト列と、図の中の文字。Jupyter では PNG として表示される。"""
+
+    def __init__(self, fig, caption: str):
+        self.caption = caption
+        self.texts = [t.get_text() for t in fig.findobj(lambda o: hasattr(o, "get_text")) if t.get_text()]
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+        self.png = buf.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+    def __repr__(self) -> str:
+        return f"<図: {self.caption}>"
+
+
+def _figure(width: float, height: float):
+    """pyplot を通さない Figure（バックエンドやインライン表示の状態に左右されず、二重に表示されない）。"""
+    import matplotlib_fontja  # noqa: F401  日本語フォント（IPAex ゴシック）を登録する
+    from matplotlib import rcParams
+    from matplotlib.figure import Figure
+
+    rcParams["font.family"] = "IPAexGothic"
+    fig = Figure(figsize=(width, height))
+    return fig, fig.add_subplot()
+
+
+def _box(ax, x, y, w, h, face, label, fontsize=10, text_color="white"):
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x, y), w, h, facecolor=face, edgecolor="black", linewidth=1))
+    if label:
+        ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=fontsize, color=text_color)
+
+
+def _finish(ax, width, height, title, pad: float = 6):
+    ax.set_xlim(-0.05, width + 0.05)
+    ax.set_ylim(height + 0.05, -0.05)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=11, pad=pad)
+
+
+# ---------------------------------------------------------------- メッシュ
+
+def mesh(m, title: str | None = None) -> Drawing:
+    """メッシュの格子: 各マスにデバイス番号。行が最初の軸、列が 2 番目の軸（1 次元なら 1 行）。
+    デバイスが複数のプロセスにまたがるときは、プロセスごとに色を分けて「プロセス p」と書く。"""
+    devs = np.asarray(m.devices)
+    names = tuple(m.axis_names)
+    grid = devs.reshape(1, -1) if devs.ndim == 1 else devs.reshape(devs.shape[0], -1)
+    rows, cols = grid.shape
+    procs = sorted({d.process_index for d in devs.flat})
+    fig, ax = _figure(max(2.5, 0.9 * cols + 1.2), max(1.4, 0.9 * rows + 1.0))
+    for r in range(rows):
+        for c in range(cols):
+            d = grid[r, c]
+            face = color(procs.index(d.process_index)) if len(procs) > 1 else color(d.id)
+            label = f"D{d.id}" + (f"\nP{d.process_index}" if len(procs) > 1 else "")
+            _box(ax, c, r, 1, 1, face, label)
+    sizes = "×".join(f"{n}={s}" for n, s in zip(names, devs.shape))
+    if devs.ndim == 1:
+        ax.text(cols / 2, rows + 0.25, f"軸 {names[0]}（{cols}）→", ha="center", va="top", fontsize=10)
+    else:
+        ax.text(cols / 2, rows + 0.25, f"軸 {names[1]}（{cols}）→", ha="center", va="top", fontsize=10)
+        ax.text(-0.15, rows / 2, f"軸 {names[0]}\n（{rows}）\n↓", ha="right", va="center", fontsize=10)
+    extra = f"、{len(procs)} プロセス" if len(procs) > 1 else ""
+    _finish(ax, cols, rows + 0.6, title or f"メッシュ {sizes}（デバイス {devs.size} 個{extra}）")
+    return Drawing(fig, f"メッシュ {sizes}")
+
+
+# ---------------------------------------------------------------- シャーディングされた配列
+
+def _spec_text(x) -> str:
+    spec = getattr(getattr(x, "sharding", None), "spec", None)
+    return f"P{tuple(spec)}" if spec is not None else type(getattr(x, "sharding", None)).__name__
+
+
+def shard_layout(x) -> dict[tuple[int, int, int, int], list[int]]:
+    """2 次元に見た配列の各ブロック (行の始め, 行の終わり, 列の始め, 列の終わり) -> それを持つデバイス番号。"""
+    shape = tuple(x.shape)
+    rows, cols = (shape + (1, 1))[:2] if len(shape) < 2 else shape[:2]
+    if len(shape) == 1:
+        rows, cols = 1, shape[0]
+    layout: dict[tuple[int, int, int, int], list[int]] = {}
+    for s in x.addressable_shards:
+        idx = tuple(s.index) + (slice(None),) * 2
+        if len(shape) == 1:
+            rs, cs = slice(0, 1), idx[0]
+        else:
+            rs, cs = idx[0], idx[1]
+        r0, r1, _ = rs.indices(rows)
+        c0, c1, _ = cs.indices(cols)
+        layout.setdefault((r0, r1, c0, c1), []).append(s.device.id)
+    return {k: sorted(v) for k, v in sorted(layout.items())}
+
+
+def sharding(x, title: str | None = None) -> Drawing:
+    """配列の全体を長方形で描き、各ブロックをそれを持つデバイスの色で塗る（複製なら全デバイスの番号を書く）。
+    1 次元の配列は 1 行、3 次元以上は最初の 2 軸で描く。"""
+    shape = tuple(x.shape)
+    layout = shard_layout(x)
+    rows = 1 if len(shape) == 1 else shape[0]
+    cols = shape[0] if len(shape) == 1 else (shape[1] if len(shape) > 1 else 1)
+    width = 4.0
+    height = max(0.8, min(3.0, width * rows / max(cols, 1))) if len(shape) > 1 else 0.8
+    fig, ax = _figure(width + 0.6, height + 1.0)
+    for (r0, r1, c0, c1), devs in layout.items():
+        x0, x1 = width * c0 / cols, width * c1 / cols
+        y0, y1 = height * r0 / rows, height * r1 / rows
+        label = ",".join(f"D{d}" for d in devs) if len(devs) <= 4 else f"D{devs[0]}…D{devs[-1]}（{len(devs)} 個）"
+        _box(ax, x0, y0, x1 - x0, y1 - y0, color(devs[0]), label, fontsize=9)
+    _finish(ax, width, height, title or f"{_spec_text(x)}  形 {shape}")
+    return Drawing(fig, f"配列 {shape} {_spec_text(x)}")
+
+
+# ---------------------------------------------------------------- デバイスごとの値
+
+def _value_text(v) -> str:
+    v = float(v)
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    return f"{v:.3g}"
+
+
+def device_values(before, after=None, op: str = "", title: str | None = None,
+                  labels: tuple[str, str] = ("前", "後")) -> Drawing:
+    """デバイスごとの値の表（行がデバイス、列が要素）。after を渡すと、集団通信 op の前と後を左右に並べる。
+    before/after は (デバイス数, k) か (デバイス数,) の配列。"""
+    panels = [np.atleast_2d(np.asarray(before).reshape(len(before), -1))]
+    if after is not None:
+        panels.append(np.asarray(after).reshape(len(after), -1))
+    n = panels[0].shape[0]
+    widths = [p.shape[1] for p in panels]
+    gap = 1.6
+    total_w = sum(widths) + gap * (len(panels) - 1)
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    x = 0.0
+    for k, p in enumerate(panels):
+        for r in range(n):
+            for c in range(p.shape[1]):
+                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+        if len(panels) > 1:
+            ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
+        x += p.shape[1] + gap
+    title_pad = 20 if len(panels) > 1 else 6
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+    if len(panels) > 1:
+        ax.annotate("", xy=(widths[0] + gap - 0.2, n / 2), xytext=(widths[0] + 0.2, n / 2),
+                    arrowprops=dict(arrowstyle="->", lw=1.5))
+        ax.text(widths[0] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
+    _finish(ax, total_w, n, title, pad=title_pad)
+    return Drawing(fig, f"デバイスごとの値 {op}".strip())
+
+
+# ---------------------------------------------------------------- リングのステップ
+
+def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None) -> Drawing:
+    """held[s][d] = ステップ s でデバイス d が持っているブロックの番号の列。行がステップ、列がデバイス。
+    各マスにはブロック番号を並べ、そのステップで新しく受け取ったブロックを太字にする。"""
+    steps, n = len(held), len(held[0])
+    fig, ax = _figure(max(3.0, 0.9 * n + 1.4), 0.55 * steps + 1.2)
+    for s in range(steps):
+        for d in range(n):
+            blocks = list(held[s][d])
+            new = [b for b in blocks if s == 0 or b not in held[s - 1][d]]
+            face = color(new[-1]) if new else "#dddddd"
+            _box(ax, d, s * 0.6, 1, 0.6, face, " ".join(str(b) for b in blocks), fontsize=8)
+        ax.text(-0.15, s * 0.6 + 0.3, f"{s} 回目" if s else "最初", ha="right", va="center", fontsize=9)
+    for d in range(n):
+        ax.text(d + 0.5, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
+    _finish(ax, n, steps * 0.6, title or "リングの各ステップで持っているブロック", pad=20)
+    return Drawing(fig, f"リング {n} デバイス × {steps} ステップ")
+
+
+# ---------------------------------------------------------------- 段階の帯
+
+def timeline(stages: Sequence[tuple[str, str]], title: str | None = None) -> Drawing:
+    """stages = [(段階の名前, 種類)]。種類ごとに色を決め（"通信" は暖色、"計算" は寒色）、左から順に並べる。"""
+    kinds = {k: i for i, k in enumerate(dict.fromkeys(kind for _, kind in stages))}
+    fig, ax = _figure(max(3.0, 1.3 * len(stages) + 0.6), 1.6)
+    for i, (name, kind) in enumerate(stages):
+        _box(ax, i * 1.2, 0, 1.1, 0.8, color(kinds[kind] * 3 + 1), name, fontsize=9)
+        ax.text(i * 1.2 + 0.55, 0.95, kind, ha="center", va="top", fontsize=8)
+    _finish(ax, len(stages) * 1.2, 1.2, title)
+    return Drawing(fig, "段階: " + " → ".join(n for n, _ in stages))
