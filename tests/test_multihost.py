@@ -1,82 +1,103 @@
-"""6.6 節: 本物の複数プロセス（jax.distributed + gloo）で学習し、1 プロセス版と一致すること。
-故障したプロセスがあっても、残りが決まった時間内に止まり、ランチャーが原因のプロセスを名指しすること。
+"""6.6 節: 実際の複数プロセス（jax.distributed + gloo）で学習し、1 プロセス版と一致すること。
+グローバルデバイス数が 2 のべき乗でなくても（3 プロセス × 1 個、2 プロセス × 3 個）同じ結果になること。
+故障したプロセスがあっても、残りが決まった時間内に止まり、ランチャが原因のプロセスを名指しすること。
 
-子プロセスはランチャーが起動します（各 CPU デバイス 4 個、JAX_PLATFORMS=cpu）。故障の 3 場面と
-SLURM のふりをした起動は同時に走らせるので、このファイル全体で 2 コアの機械でも 30 秒ほどです。
+子プロセスは ``python -m ch6.multihost.launch`` が起動します（JAX_PLATFORMS=cpu）。子はほとんどの時間を
+JAX の読み込みと待ち合わせに使うので、7 つの起動を同時に走らせます（2 コアの機械でこのファイル全体が 30 秒ほど）。
 """
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from ch6 import multihost
+from ch6.multihost import launch, train
 
 # 故障のテストで使う短い時間の上限（秒）。既定値（数分）のままでは、テストが長く待つことになる
-HEARTBEAT = 3    # heartbeat がこれだけ途絶えたら、そのプロセスは死んだとみなす
+HEARTBEAT = 3    # ハートビートがこれだけ途絶えたら、そのプロセスは死んだとみなす
 INIT = 3         # 全員の参加を待つ上限（initialization_timeout）
 BOUND = 45       # 起動（JAX の import）を含めて、これより長くかかれば「止まらなかった」とみなす
+STEPS = 3
 
-
-# 故障の 3 つの場面と、SLURM のふりをした起動。子プロセスはほとんど待っているだけなので、
-# 同時に走らせて時間を節約します
+# (プロセス数, プロセスごとのデバイス数, ランチャへの引数)
 RUNS = {
+    # 正常に終わる学習: 2 のべき乗のグローバルデバイス数と、そうでないもの
+    "2x4": (2, 4, dict(script_args=["--steps", STEPS], timeout=120)),
+    "3x1": (3, 1, dict(script_args=["--steps", STEPS], timeout=120)),
+    "2x3": (2, 3, dict(script_args=["--steps", STEPS], timeout=120)),
     # SLURM の環境変数だけを渡す -> スクリプトは引数なしの initialize() で同じ学習をする
-    "slurm": dict(as_slurm=True, timeout=120),
-    # 例外で落ちる -> 残りは heartbeat の途絶で JAX が止める
-    "step": dict(script_args=["--fail-process", 1, "--fail-at", "step", "--heartbeat-timeout", HEARTBEAT],
-                 timeout=BOUND, grace=15),   # grace は heartbeat より十分長く（JAX が自分で止めるのを見る）
-    # 参加しない -> 残りは initialization_timeout で止まり、参加しないものはランチャーが止める
-    "join": dict(script_args=["--fail-process", 1, "--fail-at", "join", "--init-timeout", INIT],
-                 timeout=BOUND, grace=2),
-    # 参加した後に Python の中で止まる -> JAX は気づけない。ランチャーの制限時間が全員を止める
-    "hang": dict(script_args=["--fail-process", 1, "--fail-at", "hang"], timeout=10),
+    "slurm": (2, 4, dict(as_slurm=True, timeout=120)),
+    # 例外で落ちる -> 残りはハートビートの途絶で JAX が止める
+    "step": (2, 4, dict(script_args=["--fail-process", 1, "--fail-at", "step", "--heartbeat-timeout", HEARTBEAT],
+                        timeout=BOUND, grace=15)),   # grace はハートビートより十分長く（JAX が自分で止めるのを見る）
+    # 参加しない -> 残りは initialization_timeout で止まり、参加しないものはランチャが止める
+    "join": (2, 4, dict(script_args=["--fail-process", 1, "--fail-at", "join", "--init-timeout", INIT],
+                        timeout=BOUND, grace=2)),
+    # 参加した後に Python の中で止まる -> JAX は気づけない。ランチャの制限時間が全員を止める
+    "hang": (2, 4, dict(script_args=["--fail-process", 1, "--fail-at", "hang"], timeout=10)),
 }
 
 
 @pytest.fixture(scope="module")
 def runs():
     with ThreadPoolExecutor(len(RUNS)) as pool:
-        futures = {k: pool.submit(multihost.run, 2, 4, **kw) for k, kw in RUNS.items()}
+        futures = {k: pool.submit(multihost.run, n, d, **kw) for k, (n, d, kw) in RUNS.items()}
         return {k: f.result() for k, f in futures.items()}
 
 
 @pytest.fixture(scope="module")
 def reference():
-    """同じ全データ・同じステップ数を 1 プロセス（このテストのデバイス）で学習した結果。"""
-    return multihost.load_script().run(0, 1, steps=3)
+    """同じ全データ・同じステップ数を 1 プロセス（このテストのデバイス、数はいくつでもよい）で学習した結果。"""
+    return train.run(0, 1, steps=STEPS)
 
 
-def test_two_processes_match_single_process(reference):
-    run = multihost.run(n=2, devices=4, script_args=["--steps", "3"], timeout=120)
+@pytest.mark.parametrize("key, rows", [("2x4", ["0:8, 8:16, 16:24, 24:32", "32:40, 40:48, 48:56, 56:64"]),
+                                       ("3x1", ["0:22", "22:44", "44:66"]),
+                                       ("2x3", ["0:11, 11:22, 22:33", "33:44, 44:55, 55:66"])])
+def test_processes_match_single_process(runs, reference, key, rows):
+    n, devices, _ = RUNS[key]
+    run = runs[key]
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "coordinator 127.0.0.1:" in run.stdout   # loopback だけ
-    assert run.lines("launch")[-1] == "2 プロセスすべて正常に終了しました"
+    assert "coordinator 127.0.0.1:" in run.stdout   # ループバックだけ
+    assert run.lines("launch")[0].startswith(f"{n} プロセス × CPU デバイス {devices} 個（グローバル {n * devices} 個）")
+    assert run.lines("launch")[-1] == f"{n} プロセスすべて正常に終了しました"
     results = run.results()
-    assert sorted(results) == [0, 1]
+    assert sorted(results) == list(range(n))
     for r in results.values():
-        assert r["num_processes"] == 2 and r["global_devices"] == 8
+        assert r["num_processes"] == n and r["global_devices"] == n * devices
+        assert r["rows"] == train.padded_rows(n * devices) and r["rows"] % (n * devices) == 0
+        assert len(r["pred"]) == train.ROWS   # パディングの行は結果に入らない
     # どのプロセスも同じ値を持つ（損失とパラメータは複製、予測は process_allgather で集めた全体）
-    assert multihost.max_difference(results[0], results[1]) == 0.0
+    for i in range(1, n):
+        assert multihost.max_difference(results[0], results[i]) == 0.0
     # 1 プロセス版と一致（足し算の順序の違いだけ）
-    for key in ("losses", "w", "b", "pred"):
-        np.testing.assert_allclose(results[0][key], reference[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    for key_ in ("losses", "w", "b", "pred"):
+        np.testing.assert_allclose(results[0][key_], reference[key_], rtol=1e-5, atol=1e-5, err_msg=key_)
     # 各プロセスが持つのは自分の行だけ
-    assert any("行 [0:8, 8:16, 16:24, 24:32]" in line for line in run.lines("p0"))
-    assert any("行 [32:40, 40:48, 48:56, 56:64]" in line for line in run.lines("p1"))
+    for i, mine in enumerate(rows):
+        assert any(f"行 [{mine}]" in line for line in run.lines(f"p{i}")), run.lines(f"p{i}")
+    # パディングは、割り切れないときだけ
+    padded = "パディング" in run.lines("p0")[2]
+    assert padded == (train.ROWS % (n * devices) != 0)
+    # 人が読む出力に gloo の接続ログは出ない
+    assert "[Gloo]" not in run.stdout and "peer ranks" not in run.stdout
 
 
 def test_failed_process_stops_the_others(runs):
     run = runs["step"]
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
-    launch = run.lines("launch")
-    assert launch[-1].startswith("失敗: process 1 が原因です"), launch
-    assert any("process 1: 異常終了 (exit code 1)" in line for line in launch), launch
-    # process 0 はランチャーに殺されたのではなく、JAX が故障を検知して自分で止まった
-    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in launch, launch
+    lines = run.lines("launch")
+    assert lines[-1].startswith("失敗: process 1 が原因です"), lines
+    assert any("process 1: 異常終了 (exit code 1)" in line for line in lines), lines
+    # process 0 はランチャに殺されたのではなく、JAX が故障を検知して自分で止まった
+    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
     p0 = "\n".join(run.lines("p0"))
     assert "stopped sending heartbeats" in p0 and "Terminating process" in p0
     assert "模擬故障: process 1" in "\n".join(run.lines("p1"))
@@ -86,21 +107,21 @@ def test_process_that_never_joins(runs):
     run = runs["join"]
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
-    launch = run.lines("launch")
-    # process 0 は initialization_timeout で自分から止まり、参加しない process 1 はランチャーが止める
-    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in launch, launch
-    assert launch[-1].startswith("失敗: process 1 が原因です（ほかのプロセスの失敗から"), launch
+    lines = run.lines("launch")
+    # process 0 は initialization_timeout で自分から止まり、参加しない process 1 はランチャが止める
+    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
+    assert lines[-1].startswith("失敗: process 1 が原因です（ほかのプロセスの失敗から"), lines
 
 
 def test_process_that_hangs_after_joining(runs):
-    """Python の中で止まったプロセスも heartbeat は送り続けるので、JAX は気づけない。
-    ランチャーの制限時間（--timeout）が全員を止める。"""
+    """Python の中で止まったプロセスもハートビートは送り続けるので、JAX は気づけない。
+    ランチャの制限時間（--timeout）が全員を止める。"""
     run = runs["hang"]
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < 10 + 5
-    launch = run.lines("launch")
-    assert "process 0: 制限時間 10 秒を過ぎても終わらないので、ランチャーが止めました" in launch, launch
-    assert launch[-1].startswith("失敗: 10 秒以内に終わらず、全プロセスを止めました"), launch
+    lines = run.lines("launch")
+    assert "process 0: 制限時間 10 秒を過ぎても終わらないので、ランチャが止めました" in lines, lines
+    assert lines[-1].startswith("失敗: 10 秒以内に終わらず、全プロセスを止めました"), lines
 
 
 def test_initialize_without_arguments_reads_slurm_variables(runs, reference):
@@ -112,16 +133,49 @@ def test_initialize_without_arguments_reads_slurm_variables(runs, reference):
     np.testing.assert_allclose(results[1]["pred"], reference["pred"], rtol=1e-5, atol=1e-5)
 
 
+def test_result_line_only_when_asked(capsys):
+    """RESULT 行（JSON）は --json のときだけ。人が手で動かしたときの出力には出ない。"""
+    assert train.main(["--single", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1: loss" in out and "RESULT" not in out
+    assert train.main(["--single", "--steps", "1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert multihost.results("\n".join(f"[p0] {line}" for line in out.splitlines()))[0]["losses"]
+
+
+def test_launcher_hides_gloo_noise_and_forwards_json(tmp_path):
+    """ランチャの表示: gloo の接続ログは --verbose のときだけ。--json は子の引数に足される。"""
+    fake = tmp_path / "fake.py"
+    fake.write_text(textwrap.dedent("""
+        import sys
+        print("[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1")
+        print("args", " ".join(sys.argv[1:]))
+    """), encoding="utf-8")
+    base = [sys.executable, "-m", multihost.LAUNCHER, "-n", "2", "--devices", "1", "--script", str(fake)]
+
+    def out(*extra):
+        proc = subprocess.run([*base, *extra], capture_output=True, text=True, encoding="utf-8", timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    quiet = out("--json", "--", "--steps", "2")
+    assert "[Gloo]" not in quiet
+    assert "[p1] args --coordinator 127.0.0.1:" in quiet and "--process-id 1 --steps 2 --json" in quiet
+    loud = out("--verbose")
+    assert "[p0] [Gloo] Rank 0 is connected" in loud and "--json" not in loud
+
+
 def test_condense_drops_noise_and_keeps_the_story():
     lines = [
-        "step 1: loss 15.9808",
+        "step 1: loss 15.981",
         "[Gloo] Rank 0 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7[Gloo] Rank 1",
         " is connected to 7 peer ranks. Expected number of connected peer ranks is : 7",
         "7",
+        "",
         "RESULT {}",
         "process 1: エラー RuntimeError: boom",
         "Traceback (most recent call last):",
-        '  File "/somewhere/multihost_train.py", line 1, in main',
+        '  File "/somewhere/train.py", line 1, in main',
         "    run()",
         "RuntimeError: boom",
         "F1129 19:20:13.780631   13157 client.h:80] Terminating process because X. Second sentence. Third.",
@@ -130,14 +184,30 @@ def test_condense_drops_noise_and_keeps_the_story():
         "    @     0x7fcf62a40634  absl::LogMessage::SendToLog()",
     ]
     assert multihost.condense(lines) == [
-        "step 1: loss 15.9808",
+        "step 1: loss 15.981",
         "process 1: エラー RuntimeError: boom",
         "JAX ログ (F): Terminating process because X. Second sentence",
     ]
 
 
+def test_padding_rows_and_mask():
+    for n_global in range(1, 17):
+        x, y, mask = train.global_batch(n_global)
+        assert len(x) == len(y) == len(mask) == train.padded_rows(n_global)
+        assert len(mask) % n_global == 0 and train.ROWS <= len(mask) < train.ROWS + n_global
+        assert mask.sum() == train.ROWS and not x[train.ROWS:].any()
+    # プロセスの分担をつなぐと全体に戻る
+    parts = [train.local_shard(p, 3, 6) for p in range(3)]
+    np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), train.global_batch(6)[0])
+
+
+def test_excerpt_reads_the_installed_script(capsys):
+    multihost.excerpt("def train_step", "return params, loss")
+    out = capsys.readouterr().out
+    assert out.startswith("def train_step(params, x, y, mask):") and out.rstrip().endswith("return params, loss")
+
+
 def test_free_port_is_on_loopback():
-    launch = multihost.load_launcher()
     port = launch.free_port()
     with socket.socket() as s:   # 選ばれたポートは 127.0.0.1 で空いている
         s.bind(("127.0.0.1", port))
