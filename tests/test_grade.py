@@ -1,9 +1,11 @@
-"""ch6.grade: クラス全員の採点。
+"""ch6-grade: クラス全員の採点（端から端まで 1 回）と、コマンドライン。
 
 テストが自分で提出フォルダを作ります（solutions/ と exercises/ の 6_1_vmap から）:
 正解、一部だけ、ノートブックでない、壊れた JSON、カーネルが落ちる、無限ループ（中断できる・できない）、
 セルの削除と並べ替え、チェック呼び出しの変更と ch6 の差し替え、答えのハードコード。
 採点は 1 回（--jobs 2、短い制限時間）だけ実行し、点数と理由を細かく確かめます。
+部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード）は tests/test_grading_*.py で
+カーネルなしに確かめます。
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import nbformat
 import pytest
 
 from ch6 import grade
+from ch6.grading import cli, exercises
+from ch6.grading.model import ExerciseResult, Row
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
@@ -160,9 +164,9 @@ def _build(folder: Path) -> dict[str, dict]:
     moved_ref = _def_cell(ex, "batchnorm_sample")
     _save(nb, folder / "sasaki_6_1_vmap.ipynb")
     exp["sasaki"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[
-        f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{grade._snippet(deleted)}」。",
+        f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{exercises.snippet_of(deleted.source)}」。",
         f"セルの順番が演習ノートブックと違います（1 個が移動: 演習ノートブックの {moved_ref + 1} 番目"
-        f"「{grade._snippet(nbformat.v4.new_code_cell(moved_src))}」など）。"])
+        f"「{exercises.snippet_of(moved_src)}」など）。"])
 
     # チェック呼び出しの書き換え・削除、ch6 の差し替え、偽の ch6 パッケージ: 採点は講座のチェックで
     nb = copy.deepcopy(sol)
@@ -262,7 +266,7 @@ def graded(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = grade.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", "2",
+        rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", "2",
                          "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
                          "--quiet"])
     assert rc == 0
@@ -323,98 +327,39 @@ def test_table_and_csv_show_the_same(graded):
         assert rows[name]["備考 / notes"] == " ".join(r["notes"])
 
 
-def test_self_check_prints_each_message(tmp_path, capsys):
-    nb = _read(SOLUTION)
-    _set_def(nb, "ensemble_predict", "def ensemble_predict(model, stacked_params, xs):\n"
-                                     "    return jax.vmap(jax.vmap(model, in_axes=(0, None)), in_axes=(None, 0))"
-                                     "(stacked_params, xs)")
+def test_self_check_prints_each_message(tmp_path, monkeypatch, capsys):
+    """1 冊だけなら自己チェック: 演習ごとの 1 行と合計（採点そのものは上の end-to-end で確かめた）。"""
     path = tmp_path / "6_1_vmap.ipynb"
-    _save(nb, path)
+    path.write_text("{}", encoding="utf-8")
+    row = Row("x", str(path), "6_1_vmap", {
+        "6.1-1": ExerciseResult("6.1-1", "batched_predict", "pass", "batched_predict: 正解です。"),
+        "6.1-5": ExerciseResult("6.1-5", "ensemble_predict", "fail",
+                                "ensemble_predict: 出力の形が (バッチ, モデル, 出力) ではありません。")},
+              notes=["上から 3 番目のセルでエラー: ValueError: x"])
+
+    async def fake_grade_all(paths, assignments, cfg, forced=None, progress=None):
+        assert [str(p) for p in paths] == [str(path)] and progress is None
+        return [row]
+
+    monkeypatch.setattr(cli, "grade_all", fake_grade_all)
     assert grade.main([str(path), "--devices", "2", "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "✅ [6.1-1] batched_predict: 正解です。" in out
     assert "❌ [6.1-5] ensemble_predict: 出力の形が (バッチ, モデル, 出力)" in out
-    assert "合計 / total: 5/6" in out
-
-
-# ------------------------------------------------------------------------------ カーネルを使わない部品
-
-def test_learner_names_from_file_names():
-    nb = "6_1_vmap"
-    assert grade.learner_name(Path("x/tanaka_6_1_vmap.ipynb"), nb) == "tanaka"
-    assert grade.learner_name(Path("x/6_1_vmap-山田 花子.ipynb"), nb) == "山田_花子"
-    assert grade.learner_name(Path("x/6_1_vmap (1).ipynb"), nb) == "x"
-    assert grade.learner_name(Path("suzuki/6_1_vmap.ipynb"), nb) == "suzuki"
-    # Colab・Drive のコピー
-    assert grade.learner_name(Path("x/Copy of 6_1_vmap.ipynb"), nb) == "x"
-    assert grade.learner_name(Path("x/6_1_vmap のコピー.ipynb"), nb) == "x"
-    assert grade.learner_name(Path("x/Copy of tanaka_6_1_vmap.ipynb"), nb) == "tanaka"
-    assert grade.learner_name(Path("x/6_1_vmap のコピー - 佐藤.ipynb"), nb) == "佐藤"
-
-
-def test_identify_by_name_folder_or_content(tmp_path):
-    titles = grade._registry_titles()
-    assignments = grade.load_assignments(ROOT / "exercises", titles)
-    assert assignments["6_1_vmap"].ids == IDS
-    assert assignments["6_1_vmap"].titles["6.1-4"] == "per_example_grad_norms"
-    ex = _read(EXERCISE)
-    find = grade.identify
-    assert find(Path("a/tanaka_6_1_vmap.ipynb"), None, assignments).name == "6_1_vmap"
-    assert find(Path("6_1_vmap/tanaka.ipynb"), None, assignments).name == "6_1_vmap"
-    assert find(Path("a/tanaka.ipynb"), ex, assignments).name == "6_1_vmap"  # チェックの番号から
-    assert find(Path("a/tanaka.ipynb"), nbformat.v4.new_notebook(), assignments) is None
-    # 参照ノートブックがなければ、登録済みのチェックを節ごとに（6.1- で始まるものすべて）
-    fallback = grade.load_assignments(tmp_path / "none", titles)
-    assert fallback["6.1"].ids == IDS
-    assert find(Path("a/tanaka_6_1_vmap.ipynb"), None, fallback).name == "6.1"
-
-
-@pytest.mark.parametrize("content, words", [
-    (b"", "空のファイルです"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00", "ノートブックではありません"),
-    (b'{"cells": [', "JSON の 1 行目"),
-    (b'{"metadata": {}}', "cells がありません"),
-    (b'[1, 2]', "JSON ですが cells がありません"),
-    (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", "source": 5}]}',
-     "ノートブックの形式が正しくありません"),
-])
-def test_unreadable_files(tmp_path, content, words):
-    path = tmp_path / "a.ipynb"
-    path.write_bytes(content)
-    nb, why = grade.read_submission(path)
-    assert nb is None and words in why
-
-
-def test_structure_notes_are_quiet_for_untouched_and_filled_notebooks():
-    assignments = grade.load_assignments(ROOT / "exercises", grade._registry_titles())
-    a = assignments["6_1_vmap"]
-    assert grade.structure_notes(_read(EXERCISE), a) == []
-    nb = _read(EXERCISE)
-    for c in nb.cells:  # 別のツールで保存されてセルの id が変わっても、内容と関数名で対応がつく
-        c.id = "x" + c.id
-    _set_def(nb, "batched_predict", "def batched_predict(W, xs, *, unused=None):\n    return xs")
-    nb.cells.insert(3, nbformat.v4.new_markdown_cell("メモ: 学習者が足したセルは数えません"))
-    _drop_check(nb, "6.1-2", "ch6.check( '6.1-2', predict_feature_major )  # できた!")
-    assert grade.structure_notes(nb, a) == []
-    _drop_check(nb, "6.1-2", "# ch6.check('6.1-2', predict_feature_major)")
-    assert grade.structure_notes(nb, a) == [
-        "チェックの呼び出しが書き換えられたか消されています（6.1-2）。採点は講座のチェックで行いました。"]
-
-
-def test_collect_skips_checkpoints_and_hidden(tmp_path):
-    (tmp_path / "a.ipynb").write_text("{}")
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "b.ipynb").write_text("{}")
-    (tmp_path / ".ipynb_checkpoints").mkdir()
-    (tmp_path / ".ipynb_checkpoints" / "a-checkpoint.ipynb").write_text("{}")
-    (tmp_path / "notes.txt").write_text("x")
-    got = grade.collect([tmp_path, tmp_path / "notes.txt"])
-    assert [p.relative_to(tmp_path).as_posix() for p in got] == ["a.ipynb", "sub/b.ipynb", "notes.txt"]
+    assert "備考: 上から 3 番目のセルでエラー: ValueError: x" in out
+    assert "合計 / total: 1/2" in out
 
 
 def test_command_line_help():
     out = subprocess.run([sys.executable, "-m", "ch6.grade", "--help"], capture_output=True, text=True, check=True)
     assert "--timeout" in out.stdout and "--jobs" in out.stdout and "--csv" in out.stdout
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "ch6-grade"
+    assert script.exists(), "pip install -e . で ch6-grade が入ります（pyproject.toml の [project.scripts]）"
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
+    assert "usage: ch6-grade" in out.stdout
 
 
 def test_a_broken_check_module_does_not_stop_the_others(monkeypatch, tmp_path, capsys):
@@ -426,55 +371,14 @@ def test_a_broken_check_module_does_not_stop_the_others(monkeypatch, tmp_path, c
     monkeypatch.setattr(_core, "_LOADED", False)
     monkeypatch.setattr(_core, "_LOAD_ERRORS", {})
     monkeypatch.delitem(sys.modules, "ch6.checks.s9_9_broken", raising=False)
-    broken = grade.load_checks()
+    broken = cli.load_checks()
     assert list(broken) == ["s9_9_broken"] and broken["s9_9_broken"].startswith("SyntaxError"), broken
-    assert {"6.1-1", "6.1-6"} <= set(grade._registry_titles())  # ほかの節のチェックは使える
-    assert grade._check_module("6.3a-2") == "s6_3a"
+    assert {"6.1-1", "6.1-6"} <= set(cli.registry_titles())  # ほかの節のチェックは使える
     # コマンドは警告を出し、残りの節は採点に使う
     (tmp_path / "x.ipynb").write_text("{}", encoding="utf-8")
     assert grade.main([str(tmp_path / "x.ipynb"), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert "ch6/checks/s9_9_broken.py を読み込めません（SyntaxError" in err
-
-
-def test_console_script_is_installed():
-    script = Path(sys.executable).parent / "ch6-grade"
-    assert script.exists(), "pip install -e . で ch6-grade が入ります（pyproject.toml の [project.scripts]）"
-    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
-    assert "usage: ch6-grade" in out.stdout
-
-
-def test_same_names_are_told_apart_by_folder():
-    rows = [grade.Row(grade.learner_name(Path(p), "6_1_vmap"), p, "6_1_vmap") for p in
-            ["submitted/tanaka/ps1/6_1_vmap.ipynb", "submitted/sato/ps1/6_1_vmap.ipynb", "x/ito_6_1_vmap.ipynb"]]
-    grade._disambiguate(rows)
-    assert [r.learner for r in rows] == ["tanaka", "sato", "ito"]
-
-
-def test_check_does_nothing_while_grading(monkeypatch, capsys):
-    from ch6 import _core
-
-    def never(*args):
-        raise AssertionError("採点中の ch6.check は学習者の関数を呼ばない")
-
-    before = len(_core.RESULTS)
-    monkeypatch.setenv("CH6_GRADING", "1")
-    assert _core.check("6.1-1", never) is None
-    assert capsys.readouterr().out == "" and len(_core.RESULTS) == before
-    monkeypatch.delenv("CH6_GRADING")
-    _core.check("6.1-1", lambda W, xs: xs)
-    assert "[6.1-1]" in capsys.readouterr().out and len(_core.RESULTS) == before + 1
-
-
-def test_why_missing_tells_a_cell_that_ran_out_of_time_from_one_never_reached():
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.1)\ndef f(x):\n    return x"),
-        nbformat.v4.new_code_cell("def g(x):\n    return x")])
-    why = grade._why_missing
-    assert why(nb, [0, 1], "f", {}, set(), 0, 0) == "上から 1 番目のそのセルが制限時間を超えました（無限ループ?）"
-    assert why(nb, [0, 1], "g", {}, set(), 0, 0) == "制限時間内にそのセルまで実行されませんでした"
-    # 時間切れがセルとセルのあいだ（そのセルは始まっていない）なら、実行されなかった
-    assert why(nb, [0, 1], "f", {}, set(), 0, None) == "制限時間内にそのセルまで実行されませんでした"
 
 
 def test_output_folders_are_checked_before_grading(tmp_path, capsys):
@@ -483,3 +387,10 @@ def test_output_folders_are_checked_before_grading(tmp_path, capsys):
         assert grade.main([str(SOLUTION), option, str(out)]) == 2  # 採点を始める前に（カーネルなし）
         err = capsys.readouterr().err
         assert f"{option} {out}: 書き出し先のフォルダがありません / output folder does not exist" in err
+
+
+def test_unknown_notebook_and_reference_are_refused_before_grading(tmp_path, capsys):
+    assert grade.main([str(SOLUTION), "--notebook", "9_9_nothing"]) == 2
+    assert "--notebook 9_9_nothing: 知らない演習ノートブックです（あるのは 6_1_vmap" in capsys.readouterr().err
+    assert grade.main([str(SOLUTION), "--reference", str(tmp_path / "none")]) == 2
+    assert "フォルダがありません / not a folder" in capsys.readouterr().err

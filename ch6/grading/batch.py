@@ -1,0 +1,85 @@
+"""クラス全員: 提出ファイルを集め、1 冊ずつ（--jobs 冊を並列に）採点し、名前の重なりを解く。"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from .._core import Status
+from .exercises import Assignment
+from .execute import execute_and_check
+from .identify import disambiguate, identify, learner_name
+from .model import Config, ExerciseResult, Row
+from .outputs import one_line
+from .submission import read_submission
+from .tamper import structure_notes
+
+
+def collect(paths: list[str | Path]) -> list[Path]:
+    """ファイルはそのまま、フォルダは中の *.ipynb（隠しファイルとチェックポイントを除く）。重複は 1 つに。"""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*.ipynb") if q.is_file() and not any(
+                part.startswith(".") for part in q.relative_to(p).parts))
+        else:
+            out.append(p)
+    seen, uniq = set(), []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            uniq.append(p)
+    return uniq
+
+
+def _all(assignment: Assignment, status: Status, message: str) -> dict[str, ExerciseResult]:
+    return {i: ExerciseResult(i, assignment.titles.get(i, "?"), status, message) for i in assignment.ids}
+
+
+async def grade_one(path: Path, assignments: dict[str, Assignment], cfg: Config,
+                    forced: str | None = None) -> Row:
+    start = time.monotonic()
+    nb, problem = read_submission(path)
+    assignment = identify(path, nb, assignments, forced)
+    name = assignment.name if assignment else None
+    row = Row(learner_name(path, name), str(path), name)
+    try:
+        if assignment is None:
+            row.notes.append(problem or "どの演習ノートブックか判別できません（--notebook で指定してください）。")
+        elif problem:
+            row.notes.append(problem)
+            row.exercises = _all(assignment, Status.NOT_GRADED, problem)
+        else:
+            notes = structure_notes(nb, assignment)
+            with tempfile.TemporaryDirectory(prefix="ch6-grade-") as cwd:
+                row.exercises, run_notes = await execute_and_check(nb, assignment, cfg, cwd)
+            row.notes = run_notes + notes
+    except Exception as exc:  # 採点ツール自身の不具合でも、ほかの提出物は採点を続ける
+        row.notes.append(f"採点ツール内部のエラー: {type(exc).__name__}: {one_line(exc)}")
+        if assignment is not None:
+            for i, r in _all(assignment, Status.NOT_GRADED, "採点ツール内部のエラーで採点できませんでした。").items():
+                row.exercises.setdefault(i, r)
+    row.seconds = time.monotonic() - start
+    return row
+
+
+async def grade_all(paths: list[Path], assignments: dict[str, Assignment], cfg: Config,
+                    forced: str | None = None, progress: Callable[[str], None] | None = None) -> list[Row]:
+    sem = asyncio.Semaphore(max(1, cfg.jobs))
+    done = 0
+
+    async def one(p: Path) -> Row:
+        nonlocal done
+        async with sem:
+            row = await grade_one(p, assignments, cfg, forced)
+        done += 1
+        if progress:
+            progress(f"[{done}/{len(paths)}] {row.notebook or '?'} {row.learner}: "
+                     f"{row.score}/{row.max_score} ({row.seconds:.1f} s)")
+        return row
+
+    rows = await asyncio.gather(*(one(p) for p in paths))
+    disambiguate(rows)
+    return sorted(rows, key=lambda r: (r.notebook or "~", r.learner, r.file))

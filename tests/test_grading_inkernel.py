@@ -1,0 +1,89 @@
+"""ch6.grading.inkernel: 学習者のカーネルの中で動く採点コード（カーネルの代わりにサブプロセスで確かめる）。"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ch6 import _core
+from ch6.grading import inkernel
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST_ONLY = ("nbformat", "jsonschema", "nbclient", "jupyter_client", "rich")
+
+
+def _python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_importing_the_in_kernel_module_loads_only_the_check_registry():
+    got = json.loads(_python("import json, sys\nimport ch6.grading.inkernel\n"
+                             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+                             f"{HOST_ONLY + ('ch6',)!r})))"))
+    assert got == ["ch6", "ch6._core", "ch6.env", "ch6.grading", "ch6.grading.inkernel"]
+
+
+def test_prelude_setup_and_checks_survive_a_replaced_ch6():
+    """カーネルでの順番どおり: 準備 → 学習者のコード（ch6 と display を差し替える）→ 読み込み直し → チェック。"""
+    nonce = "n0nce"
+    script = "\n".join([
+        "import json, sys",
+        "ns = {}",
+        f"exec({inkernel.prelude(nonce, str(ROOT))!r}, ns)",
+        # 学習者のコード: 未着手の関数、ch6 と表示の差し替え
+        "exec('def batched_predict(W, xs):\\n    raise NotImplementedError', ns)",
+        "import ch6, IPython.display",
+        "sys.modules['ch6'] = None",
+        "IPython.display.display = lambda *a, **k: print('FAKE')",
+        f"exec({inkernel.SETUP!r}, ns)",
+        f"exec({inkernel.check_code('6.1-1')!r}, ns)",
+        f"exec({inkernel.check_code('6.1-2')!r}, ns)",
+        f"exec({inkernel.check_code('9.9-1')!r}, ns)",
+        f"print('HOST', json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HOST_ONLY!r})))",
+    ])
+    lines = _python(script).splitlines()
+    assert "FAKE" not in lines and lines[-1] == "HOST []"
+    shown = [eval(ln)[inkernel.MIME] for ln in lines[:-1]]  # 表示の関数は差し替え前のもの（素の Python では print）
+    assert all(p["nonce"] == nonce for p in shown)
+    assert shown[0]["kind"] == "setup" and Path(shown[0]["origin"]).resolve() == ROOT / "ch6" / "_core.py"
+    assert [(p["id"], p["status"]) for p in shown[1:]] == [
+        ("6.1-1", "not_done"), ("6.1-2", "missing"), ("9.9-1", "internal")]
+    assert "この番号の演習はありません" in shown[3]["message"]
+
+
+def test_grader_reports_a_broken_check_module(monkeypatch):
+    monkeypatch.setattr(inkernel, "load_errors", lambda: {"s9_9": "SyntaxError: invalid syntax"})
+    shown = []
+    grade = inkernel.grader(shown.append, {})
+    grade("9.9-1")
+    assert shown[0]["kind"] == "setup"
+    assert shown[1] == {"id": "9.9-1", "title": "?", "status": "internal",
+                        "message": "チェックを読み込めませんでした（s9_9.py: SyntaxError: invalid syntax）。"}
+    assert inkernel.check_module("6.3a-2") == "s6_3a"
+
+
+def test_check_does_nothing_while_grading(monkeypatch, capsys):
+    def never(*args):
+        raise AssertionError("採点中の ch6.check は学習者の関数を呼ばない")
+
+    before = len(_core.RESULTS)
+    monkeypatch.setenv("CH6_GRADING", "1")
+    assert _core.check("6.1-1", never) is None
+    assert capsys.readouterr().out == "" and len(_core.RESULTS) == before
+    monkeypatch.delenv("CH6_GRADING")
+    _core.check("6.1-1", lambda W, xs: xs)
+    assert "[6.1-1]" in capsys.readouterr().out and len(_core.RESULTS) == before + 1
+
+
+def test_one_status_vocabulary_and_one_table_of_marks():
+    assert [s.value for s in _core.Status] == ["pass", "fail", "error", "timeout", "crash", "not_done", "internal",
+                                               "missing", "not_graded"]
+    assert set(_core.MARKS) == set(_core.Status)
+    assert {s.value: s.mark for s in _core.Status} == {
+        "pass": "✅", "fail": "❌", "error": "❌", "timeout": "❌", "crash": "❌", "not_done": "⏳",
+        "internal": "⚠️", "missing": "⚠️", "not_graded": "⚠️"}
+    r = _core.Result("6.1-1", "not_done", "x")
+    assert r.status is _core.Status.NOT_DONE and r.line == "⏳ [6.1-1] x" and not r.ok
