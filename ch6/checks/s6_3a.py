@@ -1,6 +1,7 @@
 """6.3a jit + sharding（Auto / Explicit）の演習チェック。
 
-メッシュと隠し入力はチェックのたびに jax.device_count() から作ります（1, 2, 4, 8 台で動く）。
+メッシュと隠し入力はチェックのたびに jax.device_count() から作ります（1〜8 台のどれでも動く）。
+メッシュは ch6.meshes（ノートブックと同じ決め方: 2 次元は偶数台なら (n/2, 2)、奇数台なら (n, 1)）。
 通信の有無はコンパイル済み HLO を ch6.hlo.count_collectives で数えて確かめます。
 デバイスが 1 台のときは通信がそもそも現れないので、配置の指定（PartitionSpec）で判定し、
 その旨をメッセージに書きます。
@@ -11,6 +12,7 @@ import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close
 from .._core import f32 as _f32, hidden_rng, n_devices as _n
+from .. import meshes
 
 # ---------------------------------------------------------------- 共通の部品
 
@@ -19,28 +21,11 @@ def _rng(tag: int) -> np.random.Generator:
     return hidden_rng(63_100 + tag)
 
 
-
-
-def mesh_1d(axis_types: str = "auto"):
-    """全デバイスを 1 列に並べた 'data' メッシュ。"""
-    import jax
+def _mesh_1d_auto():
+    """全デバイスを 1 列に並べた 'data' メッシュ（Auto）。"""
     from jax.sharding import AxisType
 
-    kind = AxisType.Auto if axis_types == "auto" else AxisType.Explicit
-    return jax.make_mesh((_n(),), ("data",), axis_types=(kind,))
-
-
-def mesh_2d_shape(n: int) -> tuple[int, int]:
-    """ノートブックと同じ決め方: 偶数台なら model=2、奇数（1 台）なら model=1。"""
-    model = 2 if n % 2 == 0 else 1
-    return n // model, model
-
-
-def mesh_2d():
-    """('data', 'model') の 2 次元メッシュ（Explicit）。"""
-    import jax
-
-    return jax.make_mesh(mesh_2d_shape(_n()), ("data", "model"))
+    return meshes.mesh_1d("data", AxisType.Auto)
 
 
 def norm_spec(spec) -> tuple:
@@ -108,7 +93,7 @@ def check_place_batch(fn):
 
     n = _n()
     rng = _rng(1)
-    mesh = mesh_1d("explicit")
+    mesh = meshes.mesh_1d("data")
     x = _f32(rng.normal(size=(3 * n, 2 * n)))
     W = _f32(rng.normal(size=(2 * n, 4)))
     got = call(fn, x, W, mesh)
@@ -184,7 +169,7 @@ def compiled_case(case: str):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = mesh_1d("auto")
+    mesh = _mesh_1d_auto()
     sa, sb, so = (NamedSharding(mesh, P(*s)) for s in PREDICT_CASES[case])
     a, b = case_arrays(_n())
     a, b = jax.device_put(a, sa), jax.device_put(b, sb)
@@ -257,7 +242,7 @@ def check_no_comm(fn):
         raise Fail(f"w_spec = {show_spec(sw, 2)} では w が全デバイスに複製されます。"
                    "この演習では w が大きいので、どこかの軸を 'data' で分けてください。")
     n = _n()
-    mesh = mesh_1d("auto")
+    mesh = _mesh_1d_auto()
     rng = _rng(3)
     x = _f32(rng.normal(size=(4 * n, 3 * n)))
     w = _f32(rng.normal(size=(3 * n, 2 * n)))
@@ -285,8 +270,8 @@ def check_fixed_layer(fn):
     import jax
     from jax.sharding import PartitionSpec as P
 
-    d, m = mesh_2d_shape(_n())
-    mesh = mesh_2d()
+    d, m = meshes.mesh_2d_shape()
+    mesh = meshes.mesh_2d(("data", "model"))
     rng = _rng(4)
     x = _f32(rng.normal(size=(4 * d, 6 * m)))
     w = _f32(rng.normal(size=(6 * m, 4 * m)))
@@ -342,8 +327,8 @@ def check_shard_mlp(fn):
     import jax
     from jax.sharding import PartitionSpec as P
 
-    d, m = mesh_2d_shape(_n())
-    mesh = mesh_2d()
+    d, m = meshes.mesh_2d_shape()
+    mesh = meshes.mesh_2d(("data", "model"))
     rng = _rng(5)
     D, H, O = 3 * d * m, 8 * m, 2 * m
     params = {"W1": _f32(rng.normal(size=(D, H)) * 0.5), "b1": _f32(rng.normal(size=(H,)) * 0.1),

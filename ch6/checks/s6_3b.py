@@ -18,6 +18,7 @@ import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close, expect_shape, jaxpr_primitives, jaxpr_size
 from .._core import f32 as _f32, hidden_rng, n_devices as _n
+from .. import meshes
 
 AXIS = "x"
 
@@ -35,12 +36,8 @@ def _rng(tag: int) -> np.random.Generator:
     return hidden_rng(63_200 + tag)
 
 
-
-
 def _mesh():
-    import jax
-
-    return jax.make_mesh((_n(),), (AXIS,))
+    return meshes.mesh_1d(AXIS)
 
 
 def _put(mesh, a, spec):
