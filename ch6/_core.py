@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import explain
+
 __all__ = [
     "Fail", "NotDone", "LearnerError", "Status", "MARKS", "Result", "exercise", "call", "check", "run_check",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives",
@@ -206,7 +208,7 @@ def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: f
     try:
         g = np.asarray(got, dtype=np.float64)
     except Exception as exc:
-        raise Fail(f"{what}を数値配列に変換できません: {_one_line(exc)}") from None
+        raise Fail(f"{what}を数値の配列に変換できません（{explain.explain(exc)}）") from None
     w = want.astype(np.float64)
     if not np.all(np.isfinite(g)):
         raise Fail(f"{what}に NaN または inf が含まれています。{hint}".strip())
@@ -306,6 +308,10 @@ def run_check(exercise_id: str, answer: Any) -> Result:
             return Result(exercise_id, Status.INTERNAL, f"チェックの定義を読み込めませんでした（{broken}）。")
         known = ", ".join(sorted(registry()))
         return Result(exercise_id, Status.INTERNAL, f"この番号の演習はありません（あるのは {known}）。")
+    if not callable(answer):  # どの演習も関数（または答えを返す関数）を受け取る
+        return Result(exercise_id, Status.FAIL,
+                      f"{entry.title}: 関数を渡してください（受け取ったのは {type(answer).__name__} の値です）。"
+                      f"ch6.check(\"{exercise_id}\", {entry.title}) のように、関数の名前を（かっこなしで）渡します。")
     try:
         detail = entry.fn(answer)
         return Result(exercise_id, Status.PASS, f"{entry.title}: 正解です。{detail}".rstrip())
@@ -317,8 +323,7 @@ def run_check(exercise_id: str, answer: Any) -> Result:
     except LearnerError as exc:
         err = exc.exc
         return Result(exercise_id, Status.ERROR,
-                      f"{entry.title}: あなたのコードの中でエラーが起きました: "
-                      f"{type(err).__name__}: {_one_line(err)}")
+                      f"{entry.title}: あなたのコードの中でエラーが起きました: {explain.explain(err)}")
     except RecursionError:
         return Result(exercise_id, Status.ERROR, f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
     except Exception as exc:  # チェッカー自身の不具合: トレースバックは見せない

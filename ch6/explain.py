@@ -1,0 +1,101 @@
+"""学習者のコードで起きた例外を、日本語の 1 行にする（チェックのメッセージと採点の備考が使う）。
+
+JAX のよくあるエラーは、役に立つ部分（どの引数、どの軸、どの大きさ）を残して日本語の文にします。
+知らないエラーは型と英語の原文の最初の部分を「」で引用します。パス、メモリのアドレス、
+関数の repr（``<function f at 0x…>``）は取り除きます。
+"""
+from __future__ import annotations
+
+import re
+
+from . import sanitize
+
+_FUNC_REPR = re.compile(r"<function (?:[\w.<>]+?\.<locals>\.)*([\w<>]+) at 0x(?:[0-9a-fA-F…]+|ADDR)>")
+_PATH = re.compile(r"(?:[A-Za-z]:)?[\\/](?:[^\s:'\"]+[\\/])+([\w.-]+\.py)(?::\d+)?")
+_CLASS = re.compile(r"<class '(?:[\w]+\.)*(\w+)'>")
+
+
+def tidy(text: str) -> str:
+    """アドレス・パス・関数やクラスの repr を取り除く（行はそのまま）。"""
+    text = sanitize.clean(str(text))
+    text = _FUNC_REPR.sub(lambda m: f"関数 {m.group(1)}", text)
+    text = _PATH.sub(lambda m: m.group(1), text)
+    return _CLASS.sub(lambda m: m.group(1), text)
+
+
+def clean(text: str) -> str:
+    """tidy した文字列の、最初の空でない 1 行。"""
+    return next((ln.strip() for ln in tidy(text).splitlines() if ln.strip()), "")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _sizes(msg: str) -> str:
+    """vmap の inconsistent sizes から「引数 … は大きさ N」の並びを取り出す。"""
+    parts = re.findall(r"axis had size (\d+): axis (\d+) of argument ([^\s;]+)", msg)
+    if not parts:
+        parts = [(s, a, "") for s, a in re.findall(r"size (\d+)[^;]*?axis (\d+)", msg)]
+    return "、".join(f"{name or '引数'} の {axis} 軸が {size}" for size, axis, name in parts)
+
+
+# (例外の型名の正規表現, メッセージの正規表現, 日本語を作る関数)
+_RULES: list[tuple[str, re.Pattern, object]] = [
+    ("ValueError", re.compile(r"vmap got inconsistent sizes for array axes to be mapped", re.S),
+     lambda m, msg: f"vmap でバッチにする軸の大きさがそろっていません（{_sizes(msg) or '大きさの違う軸があります'}）。"
+                    "in_axes で、どの引数のどの軸をバッチにするかを確かめてください。"),
+    ("ValueError", re.compile(r"vmap in_axes specification must be a tree prefix"),
+     lambda m, msg: "vmap の in_axes の形が引数の形（pytree の構造）と合いません。引数 1 つにつき 1 つの指定を、"
+                    "同じ入れ子の形で渡してください。"),
+    ("ValueError", re.compile(r"vmap has mapped output but out_axes is None|at vmap out_axes, got axis spec None"),
+     lambda m, msg: "out_axes=None（出力をバッチにしない）と指定しましたが、出力はバッチ軸を持っています。"),
+    ("ValueError", re.compile(r"vmap (?:in_axes|out_axes) .*?(?:out of bounds|must be)", re.S),
+     lambda m, msg: f"vmap の軸の指定が配列の次元を超えています（「{_cut(clean(msg), 80)}」）。"),
+    ("NameError", re.compile(r"unbound axis name: (\S+)|axis name '?(\S+?)'? (?:is )?not (?:found|bound)"),
+     lambda m, msg: f"軸の名前 {m.group(1) or m.group(2)} が見つかりません。vmap/pmap の axis_name やメッシュの軸の名前と"
+                    "同じ名前を集団通信に渡してください。"),
+    ("TypeError", re.compile(r"Expected a callable value, got (.*)"),
+     lambda m, msg: f"関数を渡すところに関数でない値（{_cut(m.group(1), 40)}）が渡されました。"),
+    ("TypeError", re.compile(r"(?:Output from batched function|Argument|Value) '?(.*?)'? (?:with|of) (?:type|dtype) '?(\S+?)'? "
+                             r"(?:is not a valid JAX (?:type|array type))"),
+     lambda m, msg: f"JAX の配列ではない値（{_cut(m.group(1), 40)}、型 {m.group(2).strip('<>').rstrip(',.')}）が"
+                    "計算に使われました。関数は数値の配列（またはその pytree）を返してください。"),
+    ("TypeError", re.compile(r"traced for (?:jit|shard_map|pmap) returned a value of type (\S+)"),
+     lambda m, msg: f"jit した関数が JAX の配列ではない値（型 {m.group(1).strip('<>,')}）を返しました。"
+                    "数値の配列（またはその pytree）を返してください。"),
+    ("UnexpectedTracerError", re.compile(r".*"),
+     lambda m, msg: "トレーサ（jit や vmap の中の値）が関数の外へ漏れています。変換の中の値をグローバル変数などに"
+                    "保存して、あとで使っていませんか。"),
+    ("TracerBoolConversionError|ConcretizationTypeError", re.compile(r".*"),
+     lambda m, msg: "トレースの途中で、値によって分かれる Python の if や bool() を使っています。"
+                    "jnp.where や lax.cond を使ってください。"),
+    ("ValueError", re.compile(r"Received incompatible devices for jitted computation"),
+     lambda m, msg: "違うデバイスの組（別のメッシュ）に置かれた配列が 1 つの計算に混ざっています。"
+                    "渡されたメッシュに置いてください。"),
+    ("ValueError|DuplicateSpecError", re.compile(r"(?:duplicate|A single NamedSharding spec specification can map every mesh axis to at most one)",
+                                                 re.I),
+     lambda m, msg: "PartitionSpec で同じメッシュの軸を 2 度使っています。1 つの軸は 1 つの次元にしか使えません。"),
+    ("ValueError|IndivisibleError", re.compile(r"(?:divisible|evenly|Indivisible)", re.I),
+     lambda m, msg: f"配列の次元がデバイスの数で割り切れないので、その分け方はできません（「{_cut(clean(msg), 90)}」）。"),
+    ("ShardingTypeError", re.compile(r".*"),
+     lambda m, msg: f"シャーディングの型が合いません（「{_cut(clean(msg), 100)}」）。out_sharding や jax.reshard で"
+                    "出力の置き方を決めてください。"),
+    ("TypeError", re.compile(r"missing (\d+) required positional argument|takes (\d+) positional arguments? but (\d+)"),
+     lambda m, msg: f"関数の引数の数が違います（「{_cut(clean(msg), 80)}」）。演習の説明どおりの引数を受け取ってください。"),
+    ("ValueError", re.compile(r"not enough values to unpack|too many values to unpack"),
+     lambda m, msg: f"返した値の個数が、受け取る側の個数と合いません（「{_cut(clean(msg), 60)}」）。"),
+]
+
+
+def explain(exc: BaseException) -> str:
+    """例外 -> 日本語の 1 行（型名を含む）。"""
+    name = type(exc).__name__
+    msg = tidy(str(exc))
+    for types, pattern, make in _RULES:
+        if re.fullmatch(types, name):
+            m = pattern.search(msg)
+            if m:
+                return f"{name}: {make(m, msg)}"
+    first = clean(msg)
+    return f"{name} が起きました（原文「{_cut(first, 120)}」）。" if first else f"{name} が起きました。"
