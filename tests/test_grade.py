@@ -3,7 +3,7 @@
 テストが自分で提出フォルダを作ります（solutions/ と exercises/ の 6_1_vmap から）:
 正解、一部だけ、ノートブックでない、壊れた JSON、カーネルが落ちる、無限ループ（中断できる・できない）、
 セルの削除と並べ替え、チェック呼び出しの変更と ch6 の差し替え、答えのハードコード。
-採点は 1 回（--jobs 2、短い制限時間）だけ実行し、点数と理由を細かく確かめます。
+採点は 1 回（--jobs 4、短い制限時間）だけ実行し、点数と理由を細かく確かめます。
 部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード）は tests/test_grading_*.py で
 カーネルなしに確かめます。
 """
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
 IDS = [f"6.1-{k}" for k in range(1, 7)]
-TIMEOUT, CHECK_TIMEOUT = 15, 8
+TIMEOUT, CHECK_TIMEOUT = 15, 10
+JOBS = 4  # 時間切れを待つあいだはカーネルが眠っているので、コア数より多く並べても遅くならない
 
 pytestmark = pytest.mark.skipif(not (SOLUTION.exists() and EXERCISE.exists()),
                                 reason="solutions/ と exercises/ の 6_1_vmap が必要")
@@ -266,7 +267,7 @@ def graded(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", "2",
+        rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", str(JOBS),
                          "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
                          "--quiet"])
     assert rc == 0

@@ -23,7 +23,9 @@ def test_importing_the_in_kernel_module_loads_only_the_check_registry():
     got = json.loads(_python("import json, sys\nimport ch6.grading.inkernel\n"
                              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
                              f"{HOST_ONLY + ('ch6',)!r})))"))
-    assert got == ["ch6", "ch6._core", "ch6.env", "ch6.grading", "ch6.grading.inkernel"]
+    assert not [m for m in got if m.split(".")[0] in HOST_ONLY], got  # nbformat も jsonschema も読まない
+    assert [m for m in got if m.startswith("ch6.grading")] == ["ch6.grading", "ch6.grading.inkernel"], got
+    assert {"ch6", "ch6._core"} <= set(got) and "ch6.nbrun" not in got, got
 
 
 def test_prelude_setup_and_checks_survive_a_replaced_ch6():
