@@ -55,7 +55,8 @@ def test_6_2_1_wrong():
     expect("6.2-1", lambda xs: xs / xs.sum(), "fail", "psum が見つかりません")
     loop = lambda xs: jnp.stack([x / sum(r.sum() for r in xs) for x in xs])  # noqa: E731  Python のループ
     expect("6.2-1", loop, "fail", "psum が見つかりません")
-    expect("6.2-1", lambda xs: jnp.ones((N, 5)) / (5 * N), "fail", "値が違います")
+    # 決め打ちの出力（5 デバイスでは隠し入力が (5, 3) から始まるので、形で見つかる）
+    expect("6.2-1", lambda xs: jnp.ones((N, 5)) / (5 * N), "fail", "値が違います" if N != 5 else "形が違います")
     transposed = lambda xs: jax.pmap(lambda x: x / lax.psum(x.sum(), "i"), axis_name="i", out_axes=1)(xs)  # noqa: E731
     expect("6.2-1", transposed, "fail", "転置", "out_axes")
     wrong_name = lambda xs: jax.pmap(lambda x: x / lax.psum(x.sum(), "j"), axis_name="i")(xs)  # noqa: E731
@@ -112,7 +113,8 @@ def test_6_2_2_wrong():
         expect("6.2-2", sgd_no_mean, "fail", "3 グループ")
     expect("6.2-2", sgd_psum, "fail", "倍大きすぎます", "psum")
     expect("6.2-2", sgd_gather, "fail", "all_gather", "pmean")
-    wrong_lr = lambda p, x, y: jax.tree.map(lambda a, g: a - 0.5 * g, p, lax.pmean(jax.grad(mse_loss)(p, x, y), AXIS))  # noqa: E731
+    # 学習率 0.25 は LR の 2.5 倍: どのデバイス数 n でも「n 倍（psum）」と取り違えない
+    wrong_lr = lambda p, x, y: jax.tree.map(lambda a, g: a - 0.25 * g, p, lax.pmean(jax.grad(mse_loss)(p, x, y), AXIS))  # noqa: E731
     expect("6.2-2", wrong_lr, "fail", "値が違います", "学習率")
     expect("6.2-2", lambda p, x, y: p, "fail", "値が違います")
     expect("6.2-2", lambda p, x, y: (p["w"], p["b"]), "fail", "dict")

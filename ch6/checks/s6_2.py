@@ -63,7 +63,8 @@ def _get(tree, key, what):
 def check_normalize(fn):
     n = _n()
     rng = _rng(1)
-    for k in (5, 3):  # 形を変えて 2 回（形の決め打ちを防ぐ）
+    ks = [k for k in (5, 3, 4) if k != n][:2]  # 形を変えて 2 回（形の決め打ちを防ぐ）。k != n で転置と区別できる
+    for k in ks:
         xs = _f32(rng.uniform(0.5, 2.0, size=(n, k)))
         want = xs / xs.sum()
         got = call(fn, xs)
@@ -80,7 +81,7 @@ def check_normalize(fn):
     if "psum" not in prims:
         raise Fail("値は合っていますが、jaxpr にデバイス間の psum が見つかりません。"
                    "jax.pmap の中で lax.psum を使って全デバイスの合計を取りましょう。")
-    return f"隠し入力 ({n}, 5) と ({n}, 3) で一致し、pmap の中で psum を使っています。"
+    return f"隠し入力 ({n}, {ks[0]}) と ({n}, {ks[1]}) で一致し、pmap の中で psum を使っています。"
 
 
 # 6.2-2 -------------------------------------------------------------------------------
