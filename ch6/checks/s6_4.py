@@ -2,8 +2,8 @@
 
 どのチェックも、ノートブックにない形と乱数で作った入力（隠し入力）で学習者の関数を呼びます。
 参照は NumPy（6.4-1, 6.4-2）か、1 デバイスで動かした同じ計算（6.4-3）です。
-デバイスが関わるチェック（6.4-3, 6.4-4）は jax.device_count() からメッシュを作るので、
-1, 2, 4, 8 デバイスのどれでも動きます。
+デバイスが関わるチェック（6.4-3, 6.4-4）は ch6.meshes でデバイスの数からメッシュを作るので、
+1 から 8 のどのデバイス数でも動きます（2 のべき乗でなくてもよい）。
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from .._core import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop
 from .._core import f32 as _f32, hidden_rng
+from ..meshes import mesh_1d, mesh_2d
 
 
 def _rng(tag: int) -> np.random.Generator:
@@ -217,7 +218,7 @@ def check_dp_train_step(fn):
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     n = jax.device_count()
-    mesh = jax.make_mesh((n,), ("data",))
+    mesh = mesh_1d("data")
     rng = _rng(3)
     d_in, d_hid, d_out, bsz, steps = 3, 8, 2, 4 * n, 3
     params = {"W1": _f32(rng.normal(size=(d_in, d_hid)) * 0.5), "b1": _f32(np.zeros(d_hid)),
@@ -368,10 +369,10 @@ def check_fsdp_shard(fn):
 
     n = jax.device_count()
     rng = _rng(4)
-    mesh1 = jax.make_mesh((n,), ("data",))
+    mesh1 = mesh_1d("data")
     t_in, t_out = _check_fsdp_on(fn, mesh1, _fsdp_tree(rng, n), f"1 次元メッシュ（data={n}）")
-    n_model = 2 if n % 2 == 0 else 1
-    mesh2 = jax.make_mesh((n // n_model, n_model), ("data", "model"))
-    _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, n // n_model), f"2 次元メッシュ（data={n // n_model}, model={n_model}）")
+    mesh2 = mesh_2d(("data", "model"))  # 偶数なら (n/2, 2)、奇数なら (n, 1)
+    k, n_model = mesh2.shape["data"], mesh2.shape["model"]
+    _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")
     return (f"{n} デバイス: 隠しの pytree（全体 {t_in} バイト）が 1 デバイスあたり {t_out} バイトになり、"
             "2 次元メッシュでも 'data' 軸だけで分割できています。")
