@@ -183,7 +183,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     script_args = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ch6.multihost.launch", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--num-processes", type=int, default=2)
     ap.add_argument("--devices", type=int, default=4, help="プロセスごとの CPU デバイス数")
     ap.add_argument("--timeout", type=float, default=180, help="全体の上限（秒）")
