@@ -10,6 +10,7 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`device_values`: 集団通信の前と後の「デバイスごとの値」の表
 - :func:`ring_steps`: リングの各ステップで、どのデバイスがどのブロックを持っているか
 - :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
+- :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
 """
 from __future__ import annotations
 
@@ -217,3 +218,76 @@ def timeline(stages: Sequence[tuple[str, str]], title: str | None = None) -> Dra
         ax.text(i * 1.2 + 0.55, 0.95, kind, ha="center", va="top", fontsize=8)
     _finish(ax, len(stages) * 1.2, 1.2, title)
     return Drawing(fig, "段階: " + " → ".join(n for n, _ in stages))
+
+
+# ---------------------------------------------------------------- プロセス → デバイス → グローバルメッシュ
+
+def process_grid(device_ids: Sequence[int], process_of: Sequence[int], axis_names: Sequence[str],
+                 shape: Sequence[int], rows: dict[int, tuple[int, int]] | None = None,
+                 valid_rows: int | None = None, title: str | None = None) -> Drawing:
+    """複数プロセスのグローバルメッシュを、各プロセスが報告した値から描く（別のプロセスの Mesh は
+    このカーネルに持ってこられないので、デバイス番号と持ち主のプロセス番号の列を受け取る）。
+
+    device_ids: メッシュの順（``mesh.devices.flat``）のデバイス番号。process_of: 同じ順の ``process_index``。
+    上の段にプロセス、中の段にメッシュの格子（各マスにデバイス番号、プロセスごとに色分け）を描く。
+    rows（デバイス番号 -> グローバル配列の行の範囲 (始め, 終わり)）を渡すと、下の段に配列の行を横に並べ、
+    各範囲をそれを持つデバイスのプロセスの色で塗る。valid_rows より後ろの行はパディングとして斜線で示す。"""
+    from matplotlib.patches import Rectangle
+
+    ids = [int(i) for i in device_ids]
+    owner = dict(zip(ids, (int(p) for p in process_of)))
+    if len(ids) != len(owner) or len(ids) != int(np.prod(shape)):
+        raise ValueError(f"device_ids ({len(ids)}) と process_of と shape {tuple(shape)} の大きさが合いません")
+    names = tuple(axis_names)
+    grid = np.asarray(ids).reshape(1, -1) if len(shape) == 1 else np.asarray(ids).reshape(shape[0], -1)
+    n_rows, cols = grid.shape
+    procs = sorted(set(owner.values()))
+    top = 1.1                                         # プロセスの段の高さ（格子は top から）
+    strip = 0.0 if rows is None else 1.4              # 行の段の高さ
+    fig, ax = _figure(max(3.2, 1.0 * cols + 1.6), 1.0 * n_rows + top + strip + 1.0)
+    # 上の段: プロセス（幅を等分）。格子が 1 行なら、各プロセスから自分のデバイスへ線を引く
+    w = cols / len(procs)
+    for k, p in enumerate(procs):
+        mine = [d for d in ids if owner[d] == p]
+        _box(ax, k * w + 0.05, 0, w - 0.1, 0.6, color(k), f"プロセス {p}\nデバイス {len(mine)} 個", fontsize=8)
+        if k == 0:
+            ax.text(-0.15, 0.3, "プロセス", ha="right", va="center", fontsize=9)
+        if n_rows == 1:
+            for c in range(cols):
+                if owner[int(grid[0, c])] == p:
+                    ax.plot([k * w + w / 2, c + 0.5], [0.6, top], color="gray", lw=0.8)
+    # 中の段: メッシュの格子
+    for r in range(n_rows):
+        for c in range(cols):
+            d = int(grid[r, c])
+            _box(ax, c, top + r, 1, 1, color(procs.index(owner[d])), f"D{d}\nP{owner[d]}", fontsize=9)
+    y_axis = top + n_rows + 0.05
+    if n_rows == 1:
+        ax.text(-0.15, top + 0.5, "デバイス", ha="right", va="center", fontsize=9)
+    if len(shape) == 1:
+        ax.text(cols / 2, y_axis, f"軸 {names[0]}（{cols}）→", ha="center", va="top", fontsize=9)
+    else:
+        ax.text(cols / 2, y_axis, f"軸 {names[1]}（{cols}）→", ha="center", va="top", fontsize=9)
+        ax.text(-0.15, top + n_rows / 2, f"軸 {names[0]}\n（{n_rows}）\n↓", ha="right", va="center", fontsize=9)
+    # 下の段: グローバル配列の行と、それを持つデバイス
+    if rows is not None:
+        y0 = top + n_rows + 0.5
+        total = max(stop for _, stop in rows.values())
+        blocks: dict[tuple[int, int], list[int]] = {}
+        for d, (start, stop) in sorted(rows.items()):
+            blocks.setdefault((int(start), int(stop)), []).append(int(d))
+        for (start, stop), devs in sorted(blocks.items()):
+            x0, x1 = cols * start / total, cols * stop / total
+            label = ",".join(f"D{d}" for d in devs) + f"\n{start}:{stop}"
+            _box(ax, x0, y0, x1 - x0, 0.7, color(procs.index(owner[devs[0]])), label, fontsize=8)
+        ax.text(-0.15, y0 + 0.35, "行", ha="right", va="center", fontsize=9)
+        note = f"グローバル配列の行 0:{total} と、それを持つデバイス"
+        if valid_rows is not None and valid_rows < total:
+            x0 = cols * valid_rows / total
+            ax.add_patch(Rectangle((x0, y0), cols - x0, 0.7, facecolor="none", edgecolor="black", hatch="////"))
+            note += f"\n斜線はパディング {total - valid_rows} 行（{valid_rows}:{total}）"
+        ax.text(0, y0 + 0.8, note, ha="left", va="top", fontsize=8)
+    sizes = "×".join(f"{n}={s}" for n, s in zip(names, shape))
+    _finish(ax, cols, top + n_rows + strip + 0.2,
+            title or f"グローバルメッシュ {sizes}（{len(procs)} プロセス、デバイス {len(ids)} 個）")
+    return Drawing(fig, f"グローバルメッシュ {sizes}、{len(procs)} プロセス")

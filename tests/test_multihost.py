@@ -93,6 +93,15 @@ def test_processes_match_single_process(runs, reference, key, rows):
     # 1 プロセス版と一致（足し算の順序の違いだけ）
     for key_ in ("losses", "w", "b", "pred"):
         np.testing.assert_allclose(results[0][key_], reference[key_], rtol=1e-5, atol=1e-5, err_msg=key_)
+    # 各プロセスが見たもの: 全員が同じグローバルメッシュ（プロセス順）、自分のデバイスは自分の分だけ、
+    # x はほかのプロセスのデバイスにまたがる。シャードを合わせると全部の行を重なりなく覆う
+    mesh, layout = multihost.global_layout(results)
+    assert mesh["shape"] == [n * devices] and mesh["process_index"] == sorted(mesh["process_index"])
+    assert len(set(mesh["device_ids"])) == n * devices and len(layout) == n * devices
+    for p, r in results.items():
+        assert sorted(r["local_devices"]) == sorted(d for d, q in zip(mesh["device_ids"], mesh["process_index"])
+                                                    if q == p)
+        assert r["fully_addressable"] is False
     # 各プロセスが持つのは自分の行だけ
     for i, mine in enumerate(rows):
         assert any(f"行 [{mine}]" in line for line in run.lines(f"p{i}")), run.lines(f"p{i}")
@@ -145,6 +154,13 @@ def test_initialize_without_arguments_reads_slurm_variables(runs, reference):
     results = run.results()
     assert sorted(results) == [0, 1] and results[1]["num_processes"] == 2
     np.testing.assert_allclose(results[1]["pred"], reference["pred"], rtol=1e-5, atol=1e-5)
+
+
+def test_single_process_reports_a_fully_addressable_batch(reference):
+    n = len(reference["local_devices"])
+    assert reference["fully_addressable"] is True and reference["mesh"]["process_index"] == [0] * n
+    mesh, layout = multihost.global_layout({0: reference})
+    assert sorted(layout) == sorted(mesh["device_ids"]) == sorted(reference["local_devices"])
 
 
 def test_result_line_only_when_asked(capsys):

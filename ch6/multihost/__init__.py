@@ -14,6 +14,7 @@
     run = multihost.run(n=2, devices=4)   # python -m ch6.multihost.launch -n 2 --devices 4 --json と同じ
     multihost.show(run.stdout)            # プロセスごとにまとめて表示
     run.results()                         # {0: {...}, 1: {...}}  各プロセスの RESULT 行
+    multihost.draw_global(run.results())  # 各プロセスが報告したグローバルメッシュと、各デバイスが持つ行の図
     train.run(0, 1)                       # 同じ学習を、このプロセスだけで（比較用）
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 from ._lines import COORD, PREFIX, condense, is_gloo_noise
 
 __all__ = ["LAUNCHER", "SCRIPT", "Run", "command", "run", "results", "condense", "is_gloo_noise", "show",
-           "excerpt", "max_difference"]
+           "excerpt", "max_difference", "global_layout", "draw_global"]
 
 LAUNCHER = "ch6.multihost.launch"   # python -m で起動するモジュールの名前
 SCRIPT = "ch6.multihost.train"
@@ -125,3 +126,38 @@ def max_difference(a: dict, b: dict) -> float:
     import numpy as np
 
     return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in ("losses", "w", "b", "pred"))
+
+
+def global_layout(results: dict[int, dict]) -> tuple[dict, dict[int, tuple[int, int]]]:
+    """各プロセスの RESULT から (グローバルメッシュ, {デバイス番号: (最初の行, 最後の行 + 1)}) を返します。
+
+    次のことを確かめます（合わなければ ValueError）: 全プロセスが同じメッシュを報告した。各プロセスの
+    シャードは、メッシュがそのプロセスのものとするデバイスにある。全プロセスのシャードを合わせると、
+    グローバル配列の行 0:rows を重なりなく覆う。"""
+    procs = sorted(results)
+    mesh = results[procs[0]]["mesh"]
+    if any(results[p]["mesh"] != mesh for p in procs):
+        raise ValueError("プロセスによって報告したメッシュが違います")
+    owner = dict(zip(mesh["device_ids"], mesh["process_index"]))
+    rows: dict[int, tuple[int, int]] = {}
+    for p in procs:
+        for device, start, stop in results[p]["shards"]:
+            if owner.get(device) != p:
+                raise ValueError(f"process {p} のシャードが、ほかのプロセスのデバイス {device} にあります")
+            rows[device] = (start, stop)
+    spans = sorted(rows.values())
+    total = results[procs[0]]["rows"]
+    if spans[0][0] != 0 or spans[-1][1] != total or any(a[1] != b[0] for a, b in zip(spans, spans[1:])):
+        raise ValueError(f"シャードの行 {spans} が 0:{total} を重なりなく覆っていません")
+    return mesh, rows
+
+
+def draw_global(results: dict[int, dict], title: str | None = None):
+    """各プロセスが報告したグローバルメッシュ（プロセスごとに色分け）と、各デバイスが持つバッチの行の図。
+    データの行数より後ろの行（パディング）は斜線で示します。"""
+    from ch6 import draw
+    from ch6.multihost import train
+
+    mesh, rows = global_layout(results)
+    return draw.process_grid(mesh["device_ids"], mesh["process_index"], mesh["axis_names"], mesh["shape"],
+                             rows=rows, valid_rows=train.ROWS, title=title)

@@ -73,13 +73,19 @@ def global_batch(n_global: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def local_shard(process_id: int, num_processes: int, n_global: int):
     """このプロセスが受け持つ行 (x, y, mask) だけを返します。
 
-    本番では各ホストが自分の担当ファイルだけを読みます。ここでは全データを作って切り出します。
+    実際のクラスタでは、各ホストが自分の担当のファイルだけを読みます。ここでは全データを作って切り出します。
     メッシュのデバイスはプロセス順に並ぶので、process p の担当は連続した行 [p*rows, (p+1)*rows) です。
     """
     x, y, mask = global_batch(n_global)
     rows = len(mask) // num_processes
     part = slice(process_id * rows, (process_id + 1) * rows)
     return x[part], y[part], mask[part]
+
+
+def shard_rows(x) -> list[tuple[int, int, int]]:
+    """x のうち、このプロセスのデバイスが持つシャードの (デバイス番号, 最初の行, 最後の行 + 1)。"""
+    n = x.shape[0]
+    return [(s.device.id, *s.index[0].indices(n)[:2]) for s in x.addressable_shards]
 
 
 def loss_fn(params, x, y, mask):
@@ -114,21 +120,23 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
 
     # すべてのプロセスのデバイスを並べた 1 本のメッシュ（グローバル）。どのプロセスも同じものを作ります
     mesh = jax.make_mesh((n_global,), ("data",))
-    owners = [d.process_index for d in mesh.devices.flat]
-    print(f"メッシュ data={n_global}、各デバイスの持ち主 process: {owners}")
+    ids, owners = [d.id for d in mesh.devices.flat], [d.process_index for d in mesh.devices.flat]
+    print(f"メッシュ data={n_global}: デバイス番号 {ids}、持ち主のプロセス {owners}")
 
-    # --- 手元のシャードからグローバルなバッチを作る ------------------------------------
+    # --- 各プロセスのローカルデータから、グローバルなバッチを作る ----------------------------
     x_local, y_local, mask_local = local_shard(process_id, num_processes, n_global)
     rows = padded_rows(n_global)
     batch = NamedSharding(mesh, P("data"))
     x = jax.make_array_from_process_local_data(batch, x_local, (rows, FEATURES))
     y = jax.make_array_from_process_local_data(batch, y_local, (rows,))
     mask = jax.make_array_from_process_local_data(batch, mask_local, (rows,))
-    mine = ", ".join(f"{s.index[0].start}:{s.index[0].stop}" for s in x.addressable_shards)
+    shards = shard_rows(x)
+    mine = ", ".join(f"{start}:{stop}" for _, start, stop in shards)
     pad = f"（データ {ROWS} 行 + パディング {rows - ROWS} 行）" if rows > ROWS else ""
-    print(f"手元のシャード {x_local.shape} -> グローバル {jax.typeof(x)}{pad}、このプロセスのデバイスが持つ行 [{mine}]")
+    print(f"ローカルデータ {x_local.shape} -> グローバル配列 {jax.typeof(x)}{pad}、"
+          f"このプロセスのデバイスが持つ行 [{mine}]")
     if show_pitfall:
-        try:   # よくある間違い: グローバル配列をそのまま numpy にする（ほかのプロセスの行は手元にない）
+        try:   # 落とし穴: グローバル配列をそのまま numpy 配列にする（ほかのプロセスの行はこのプロセスにない）
             np.asarray(x)
         except RuntimeError as err:
             print(f"np.asarray(x) は失敗します: {str(err).split('. ')[0]}.")
@@ -162,7 +170,13 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
     w, b = np.asarray(params["w"]), float(params["b"])   # 複製された配列は np.asarray で読めます
     print(f"学習後 w=[{', '.join(num(v, 3) for v in w)}] b={num(b, 3)}")
     return {"process": process_id, "num_processes": num_processes, "global_devices": n_global, "rows": rows,
-            "losses": losses, "w": w.tolist(), "b": b, "pred": pred_all.tolist()}
+            "losses": losses, "w": w.tolist(), "b": b, "pred": pred_all.tolist(),
+            # このプロセスから見えたもの: グローバルメッシュ（全デバイスの番号と持ち主）、自分のデバイス、
+            # 自分のデバイスが持つ x の行 [デバイス番号, 始め, 終わり]、x が自分のデバイスだけで完結するか
+            "mesh": {"axis_names": list(mesh.axis_names), "shape": list(mesh.devices.shape),
+                     "device_ids": ids, "process_index": owners},
+            "local_devices": [d.id for d in jax.local_devices()],
+            "shards": [list(s) for s in shards], "fully_addressable": bool(x.is_fully_addressable)}
 
 
 def report(result: dict) -> None:
@@ -216,7 +230,7 @@ def main(argv=None) -> int:
         coordinator_address=args.coordinator,
         num_processes=args.num_processes,
         process_id=pid,
-        # 手元の実験なのでコーディネータはループバックだけで待ち受けます（既定は全インターフェース [::]）
+        # 1 台のマシンの中の実験なので、コーディネータはループバックアドレスだけで待ち受けます（既定は [::]、すべてのアドレス）
         coordinator_bind_address=args.coordinator,
         initialization_timeout=args.init_timeout,
         heartbeat_timeout_seconds=args.heartbeat_timeout,
