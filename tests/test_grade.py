@@ -354,6 +354,11 @@ def test_self_check_prints_each_message(tmp_path, monkeypatch, capsys):
 def test_command_line_help():
     out = subprocess.run([sys.executable, "-m", "ch6.grade", "--help"], capture_output=True, text=True, check=True)
     assert "--timeout" in out.stdout and "--jobs" in out.stdout and "--csv" in out.stdout
+    # --help は nbformat（jsonschema 経由で数秒）を読み込まずに答える
+    out = subprocess.run([sys.executable, "-c", "import sys, ch6.grade\n"
+                          "print(sorted(m for m in sys.modules if m.startswith(('nbformat', 'nbclient'))))"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_console_script_is_installed():

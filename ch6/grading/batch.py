@@ -9,11 +9,9 @@ from typing import Callable
 
 from .._core import Status
 from .exercises import Assignment
-from .execute import execute_and_check
 from .identify import disambiguate, identify, learner_name
 from .model import Config, ExerciseResult, Row
 from .outputs import one_line
-from .submission import read_submission
 from .tamper import structure_notes
 
 
@@ -40,6 +38,10 @@ def _all(assignment: Assignment, status: Status, message: str) -> dict[str, Exer
 
 async def grade_one(path: Path, assignments: dict[str, Assignment], cfg: Config,
                     forced: str | None = None) -> Row:
+    # nbformat と nbclient は採点するときにだけ読み込む（jsonschema 経由で数秒かかる: --help や引数の誤りはすぐ答える）
+    from .execute import execute_and_check
+    from .submission import read_submission
+
     start = time.monotonic()
     nb, problem = read_submission(path)
     assignment = identify(path, nb, assignments, forced)
