@@ -227,7 +227,7 @@ def test_padding_rows_and_mask():
         assert len(mask) % n_global == 0 and train.ROWS <= len(mask) < train.ROWS + n_global
         assert mask.sum() == train.ROWS and not x[train.ROWS:].any()
     # プロセスの分担をつなぐと全体に戻る
-    parts = [train.local_shard(p, 3, 6) for p in range(3)]
+    parts = [train.local_data(p, 3, 6) for p in range(3)]
     np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), train.global_batch(6)[0])
 
 

@@ -70,7 +70,7 @@ def global_batch(n_global: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.pad(x, ((0, pad), (0, 0))), np.pad(y, (0, pad)), mask
 
 
-def local_shard(process_id: int, num_processes: int, n_global: int):
+def local_data(process_id: int, num_processes: int, n_global: int):
     """このプロセスが受け持つ行 (x, y, mask) だけを返します。
 
     実際のクラスタでは、各ホストが自分の担当のファイルだけを読みます。ここでは全データを作って切り出します。
@@ -124,7 +124,7 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
     print(f"メッシュ data={n_global}: デバイス番号 {ids}、持ち主のプロセス {owners}")
 
     # --- 各プロセスのローカルデータから、グローバルなバッチを作る ----------------------------
-    x_local, y_local, mask_local = local_shard(process_id, num_processes, n_global)
+    x_local, y_local, mask_local = local_data(process_id, num_processes, n_global)
     rows = padded_rows(n_global)
     batch = NamedSharding(mesh, P("data"))
     x = jax.make_array_from_process_local_data(batch, x_local, (rows, FEATURES))
