@@ -291,3 +291,74 @@ def process_grid(device_ids: Sequence[int], process_of: Sequence[int], axis_name
     _finish(ax, cols, top + n_rows + strip + 0.2,
             title or f"グローバルメッシュ {sizes}（{len(procs)} プロセス、デバイス {len(ids)} 個）")
     return Drawing(fig, f"グローバルメッシュ {sizes}、{len(procs)} プロセス")
+
+
+# ---------------------------------------------------------------- 値の送り元
+
+def device_values_from(before, after, origin, op: str = "", title: str | None = None,
+                       labels: tuple[str, str] = ("前", "後")) -> Drawing:
+    """device_values と同じ前後の表で、「後」の各マスを、その値を送ったデバイスの色で塗る。
+    origin は after と同じ形で、origin[r][c] = そのマスの値を送ったデバイスの番号。ノートブックでは、同じ集団通信に
+    lax.axis_index を通して求める（ppermute なら値がどこから来たか、all_gather なら全員の値が届いたことが色でわかる）。"""
+    b = np.atleast_2d(np.asarray(before).reshape(len(before), -1))
+    a = np.asarray(after).reshape(len(after), -1)
+    o = np.asarray(origin).reshape(a.shape).astype(int)
+    n = b.shape[0]
+    gap = 1.6
+    total_w = b.shape[1] + gap + a.shape[1]
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+        for c in range(b.shape[1]):
+            _box(ax, c, r, 1, 1, color(r), _value_text(b[r, c]), fontsize=9)
+        for c in range(a.shape[1]):
+            _box(ax, b.shape[1] + gap + c, r, 1, 1, color(o[r, c]), _value_text(a[r, c]), fontsize=9)
+    ax.text(b.shape[1] / 2, -0.15, labels[0], ha="center", va="bottom", fontsize=10)
+    ax.text(b.shape[1] + gap + a.shape[1] / 2, -0.15, labels[1], ha="center", va="bottom", fontsize=10)
+    ax.annotate("", xy=(b.shape[1] + gap - 0.2, n / 2), xytext=(b.shape[1] + 0.2, n / 2),
+                arrowprops=dict(arrowstyle="->", lw=1.5))
+    ax.text(b.shape[1] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
+    _finish(ax, total_w, n, title or f"{op}：「{labels[1]}」の色は値を送ったデバイス".lstrip("："), pad=20)
+    sources = ",".join(str(int(v)) for v in o[:, 0])
+    return Drawing(fig, f"デバイスごとの値 {op}（送り元 {sources}…）".strip())
+
+
+# ---------------------------------------------------------------- 集団通信を続けたときの段階
+
+def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = None,
+                  title: str | None = None) -> Drawing:
+    """集団通信を続けて行うときの「デバイスごとの値」を、左から段階の順に並べる（device_values の多段版）。
+
+    stages[k] は k 段目の値で、(デバイス数, m_k) か (デバイス数,) の配列（行がデバイス）。ops[k] は
+    stages[k] から stages[k + 1] への矢印に書く名前（len(ops) == len(stages) - 1）。labels は各段の見出しで、
+    省略すると「前」、途中は「<op> の後」、最後は「後」。例: all-reduce = reduce-scatter + all-gather を
+    ``device_stages([x, part, y], ["psum_scatter", "all_gather"])`` で 1 枚に描く。"""
+    panels = [np.asarray(s).reshape(len(s), -1) for s in stages]
+    ops = list(ops)
+    if len(panels) < 2 or len(ops) != len(panels) - 1:
+        raise ValueError(f"段階 {len(panels)} 個には矢印の名前が {max(len(panels) - 1, 1)} 個必要です（受け取ったのは {len(ops)} 個）")
+    n = panels[0].shape[0]
+    if any(p.shape[0] != n for p in panels):
+        raise ValueError(f"どの段階も行（デバイス）の数が同じでなければなりません: {[p.shape[0] for p in panels]}")
+    if labels is None:
+        labels = ["前"] + [f"{op} の後" for op in ops[:-1]] + ["後"]
+    # 矢印の幅は、その上に書く名前の長さに合わせる（全角は 2 文字分）
+    gaps = [max(1.6, 0.2 * sum(2 if ord(ch) > 0x2E7F else 1 for ch in op) + 0.6) for op in ops]
+    total_w = sum(p.shape[1] for p in panels) + sum(gaps)
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+    x = 0.0
+    for k, p in enumerate(panels):
+        for r in range(n):
+            for c in range(p.shape[1]):
+                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+        ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
+        x += p.shape[1]
+        if k < len(ops):
+            ax.annotate("", xy=(x + gaps[k] - 0.2, n / 2), xytext=(x + 0.2, n / 2),
+                        arrowprops=dict(arrowstyle="->", lw=1.5))
+            ax.text(x + gaps[k] / 2, n / 2 - 0.3, ops[k], ha="center", va="bottom", fontsize=10)
+            x += gaps[k]
+    _finish(ax, total_w, n, title, pad=20)
+    return Drawing(fig, "デバイスごとの値 " + " → ".join(ops))

@@ -85,6 +85,12 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
      lambda m, msg: f"関数の引数の数が違います（「{_cut(clean(msg), 80)}」）。演習の説明どおりの引数を受け取ってください。"),
     ("ValueError", re.compile(r"not enough values to unpack|too many values to unpack"),
      lambda m, msg: f"返した値の個数が、受け取る側の個数と合いません（「{_cut(clean(msg), 60)}」）。"),
+    ("ValueError", re.compile(r"out_specs which require replication which can't be statically inferred"),
+     lambda m, msg: "out_specs（smap では out_axes=None）で全デバイスに同じ値（複製）として返す出力が、型の上では"
+                    "デバイスごとに違う値（varying）のままです。lax.psum や lax.pmean でそろえてから返すか、分割したまま返してください。"),
+    ("ValueError", re.compile(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg"),
+     lambda m, msg: f"in_specs（smap では in_axes）の {m.group(1)} と、渡した配列のシャーディング {m.group(2)} が合いません。"
+                    "Explicit のメッシュでは、入力を jax.device_put や jax.reshard で in_specs と同じシャーディングにしてから渡します。"),
 ]
 
 

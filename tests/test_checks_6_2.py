@@ -1,7 +1,8 @@
 """6.2 のチェック: 参照解と別の正解は通り、典型的な誤りは問題を名指しして落ちる。
 
 デバイス数（--devices）が 1 や 2 だと区別できない誤り（向きが逆の ring shift など）は、
-区別できるときだけ「落ちること」を確かめます。
+区別できるときだけ「落ちること」を確かめます。issue 13 の回帰（shard_map + psum の 6.2-1、
+関数でなく配列を渡した 6.2-2）にはそれぞれのテストがあります。
 """
 import functools
 
@@ -9,10 +10,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax import lax
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import run_check
-from ch6.checks.s6_2 import AXIS, LR, LR_LOGISTIC, logistic_loss, mse_loss
 
 N = jax.device_count()
 
@@ -69,18 +69,43 @@ def test_6_2_1_wrong():
     expect("6.2-1", "normalize", "fail", "関数を渡してください")
 
 
+def test_6_2_1_shard_map_with_psum_is_accepted():
+    # issue 13 の回帰: shard_map の中の lax.psum は jaxpr で psum_invariant と呼ばれる。これも psum として認める
+    def with_shard_map(xs):
+        mesh = jax.make_mesh((jax.device_count(),), ("i",))
+        xs = jax.device_put(xs, NamedSharding(mesh, P("i")))
+        return jax.shard_map(lambda x: x / lax.psum(x.sum(), "i"), mesh=mesh, in_specs=P("i"), out_specs=P("i"))(xs)
+
+    expect("6.2-1", with_shard_map, "pass", "正解", "psum")
+
+
 # 6.2-2 --------------------------------------------------------------------------------
-def sgd_ref(params, x, y):
-    grads = jax.grad(mse_loss)(params, x, y)
-    grads = lax.pmean(grads, AXIS)
-    return jax.tree.map(lambda p, g: p - LR * g, params, grads)
+# テストで使う損失と学習率（チェックはこれとも違う損失・学習率・軸の名前を渡す）
+LR = 0.1
 
 
-def sgd_alt(params, x, y):
+def mse_loss(params, x, y):
+    return jnp.mean((x @ params["w"] + params["b"] - y) ** 2)
+
+
+def sgd_ref(params, x, y, loss_fn, lr, axis_name):
+    grads = jax.grad(loss_fn)(params, x, y)
+    grads = lax.pmean(grads, axis_name)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def sgd_alt(params, x, y, loss_fn, lr, axis_name):
     # psum で合計して軸の大きさで割る（= pmean）。value_and_grad でもよい
-    _, grads = jax.value_and_grad(mse_loss)(params, x, y)
-    grads = jax.tree.map(lambda g: lax.psum(g, AXIS) / lax.psum(1, AXIS), grads)
-    return {k: params[k] - LR * grads[k] for k in params}
+    _, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    grads = jax.tree.map(lambda g: lax.psum(g, axis_name) / lax.psum(1, axis_name), grads)
+    return {k: params[k] - lr * grads[k] for k in params}
+
+
+def sgd_mean_loss(params, x, y, loss_fn, lr, axis_name):
+    # shard_map（check_vma=True）の直し方を pmap に持ち込んだ誤り: pmap（check_vma=False）では
+    # pmean の転置が psum / n なので、各デバイスの勾配は自分のデータの勾配のまま（平均されない）
+    grads = jax.grad(lambda p: lax.pmean(loss_fn(p, x, y), axis_name))(params)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
 
 
 @pytest.mark.parametrize("fn", [sgd_ref, sgd_alt])
@@ -88,39 +113,81 @@ def test_6_2_2_correct(fn):
     expect("6.2-2", fn, "pass", "正解", "pmean")
 
 
-def sgd_no_mean(params, x, y):
-    grads = jax.grad(mse_loss)(params, x, y)
-    return jax.tree.map(lambda p, g: p - LR * g, params, grads)
+def test_6_2_2_notebook_call_matches_a_single_device_step():
+    # ノートブックの呼び方（static_broadcasted_argnums）で、全データの 1 ステップと一致する
+    params = {"w": jnp.zeros(3), "b": jnp.float32(0.0)}
+    x = jax.random.normal(jax.random.key(0), (N, 4, 3))
+    y = x[..., 0] * 2.0 + 1.0
+    out = jax.pmap(sgd_ref, axis_name="devices", in_axes=(None, 0, 0), static_broadcasted_argnums=(3, 4, 5))(
+        params, x, y, mse_loss, LR, "devices")
+    grads = jax.grad(mse_loss)(params, x.reshape(-1, 3), y.reshape(-1))
+    for k in params:
+        assert jnp.allclose(out[k][0], params[k] - LR * grads[k], atol=1e-5)
 
 
-def sgd_psum(params, x, y):
-    grads = lax.psum(jax.grad(mse_loss)(params, x, y), AXIS)
-    return jax.tree.map(lambda p, g: p - LR * g, params, grads)
+def sgd_no_mean(params, x, y, loss_fn, lr, axis_name):
+    grads = jax.grad(loss_fn)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
 
 
-def sgd_gather(params, x, y):
+def sgd_psum(params, x, y, loss_fn, lr, axis_name):
+    grads = lax.psum(jax.grad(loss_fn)(params, x, y), axis_name)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def sgd_gather(params, x, y, loss_fn, lr, axis_name):
     # 全データを集めて各デバイスで全バッチの勾配を計算（値は正しいが通信が多い）
-    xa = lax.all_gather(x, AXIS, tiled=True)
-    ya = lax.all_gather(y, AXIS, tiled=True)
-    grads = jax.grad(mse_loss)(params, xa, ya)
+    xa = lax.all_gather(x, axis_name, tiled=True)
+    ya = lax.all_gather(y, axis_name, tiled=True)
+    grads = jax.grad(loss_fn)(params, xa, ya)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def sgd_fixed_axis(params, x, y, loss_fn, lr, axis_name):
+    # ノートブックの軸の名前 "devices" を書いてしまった
+    grads = lax.pmean(jax.grad(loss_fn)(params, x, y), "devices")
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def sgd_fixed_lr(params, x, y, loss_fn, lr, axis_name):
+    # ノートブックの学習率 LR を書いてしまった
+    grads = lax.pmean(jax.grad(loss_fn)(params, x, y), axis_name)
     return jax.tree.map(lambda p, g: p - LR * g, params, grads)
+
+
+def sgd_fixed_loss(params, x, y, loss_fn, lr, axis_name):
+    # ノートブックの損失 mse_loss を書いてしまった
+    grads = lax.pmean(jax.grad(mse_loss)(params, x, y), axis_name)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def sgd_three_args(params, x, y):
+    # 以前の問題文の形（引数 3 つ）
+    return params
 
 
 def test_6_2_2_wrong():
     if N > 1:
         expect("6.2-2", sgd_no_mean, "fail", "平均していません", "pmean")
+        expect("6.2-2", sgd_mean_loss, "fail", "平均していません")
     else:  # 1 デバイスでは平均しなくても同じ値: vmap（軸の大きさ 3）で見つかる
         expect("6.2-2", sgd_no_mean, "fail", "3 グループ")
     expect("6.2-2", sgd_psum, "fail", "倍大きすぎます", "psum")
     expect("6.2-2", sgd_gather, "fail", "all_gather", "pmean")
-    # 学習率 0.25 は LR の 2.5 倍: どのデバイス数 n でも「n 倍（psum）」と取り違えない
-    wrong_lr = lambda p, x, y: jax.tree.map(lambda a, g: a - 0.25 * g, p, lax.pmean(jax.grad(mse_loss)(p, x, y), AXIS))  # noqa: E731
-    expect("6.2-2", wrong_lr, "fail", "値が違います", "学習率")
-    expect("6.2-2", lambda p, x, y: p, "fail", "値が違います")
-    expect("6.2-2", lambda p, x, y: (p["w"], p["b"]), "fail", "dict")
-    expect("6.2-2", lambda p, x, y: lax.pmean(jax.grad(mse_loss)(p, x, y), "batch"), "error", "NameError")
+    expect("6.2-2", sgd_fixed_axis, "fail", "'devices'", "引数 axis_name", "'replicas'")
+    expect("6.2-2", sgd_fixed_lr, "fail", "値が違います", "引数 lr")
+    expect("6.2-2", sgd_fixed_loss, "fail", "値が違います", "引数 loss_fn")
+    expect("6.2-2", sgd_three_args, "fail", "6 つの引数")
+    expect("6.2-2", lambda p, x, y, L, lr, a: p, "fail", "値が違います")
+    expect("6.2-2", lambda p, x, y, L, lr, a: (p["w"], p["b"]), "fail", "dict")
     expect("6.2-2", not_done, "not_done")
     expect("6.2-2", boom, "error", "ZeroDivisionError")
+
+
+def test_6_2_2_array_instead_of_function_is_not_internal():
+    # issue 13 の回帰: 関数ではなく配列を渡すと、以前は「チェッカー内部の問題」になった
+    expect("6.2-2", jnp.ones(3), "fail", "関数を渡してください")
+    expect("6.2-2", {"w": jnp.zeros(2), "b": jnp.float32(0)}, "fail", "関数を渡してください")  # 呼んだ結果の dict
 
 
 # 6.2-3 --------------------------------------------------------------------------------
@@ -163,96 +230,3 @@ def test_6_2_3_wrong():
     expect("6.2-3", bad_perm, "error", "ValueError")
     expect("6.2-3", not_done, "not_done")
     expect("6.2-3", boom, "error", "ZeroDivisionError")
-
-
-# 6.2-4 --------------------------------------------------------------------------------
-def _jit_shard_map(body, mesh, **kw):
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P(), **kw))
-
-
-def _update(params, grads):
-    return jax.tree.map(lambda p, g: p - LR_LOGISTIC * g, params, grads)
-
-
-def migrated_ref(mesh, params, x, y):
-    def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(logistic_loss(p, x, y), "data"))(params)
-        return _update(params, grads), loss
-    return _jit_shard_map(body, mesh)(params, x, y)
-
-
-def migrated_pcast(mesh, params, x, y):
-    # パラメータを「デバイスごとに異なりうる」値にしてから grad し、pmean する（pmap と同じ書き順）
-    def body(params, x, y):
-        local = jax.tree.map(lambda a: lax.pcast(a, "data", to="varying"), params)
-        loss, grads = jax.value_and_grad(logistic_loss)(local, x, y)
-        return _update(params, lax.pmean(grads, "data")), lax.pmean(loss, "data")
-    return _jit_shard_map(body, mesh)(params, x, y)
-
-
-def migrated_no_vma(mesh, params, x, y):
-    # pmap と同じ check_vma=False なら、元のコードをそのまま写せる
-    def body(params, x, y):
-        loss, grads = jax.value_and_grad(logistic_loss)(params, x, y)
-        return _update(params, lax.pmean(grads, "data")), lax.pmean(loss, "data")
-    return _jit_shard_map(body, mesh, check_vma=False)(params, x, y)
-
-
-@pytest.mark.parametrize("fn", [migrated_ref, migrated_pcast, migrated_no_vma])
-def test_6_2_4_correct(fn):
-    expect("6.2-4", fn, "pass", "正解", "レガシー版と同じ")
-
-
-def migrated_naive(mesh, params, x, y):
-    def body(params, x, y):
-        loss, grads = jax.value_and_grad(logistic_loss)(params, x, y)
-        return _update(params, lax.pmean(grads, "data")), lax.pmean(loss, "data")
-    return _jit_shard_map(body, mesh)(params, x, y)
-
-
-def migrated_stacked(mesh, params, x, y):
-    def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(logistic_loss(p, x, y), "data"))(params)
-        new = _update(params, grads)
-        return jax.tree.map(lambda a: a[None], new), loss
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P("data"), P("data")),
-                                 out_specs=(P("data"), P())))(params, x, y)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def migrated_plain_jit(mesh, params, x, y):
-    # jit + NamedSharding への移行としては正しいが、この演習は shard_map を求める
-    loss, grads = jax.value_and_grad(logistic_loss)(params, x, y)
-    return _update(params, grads), loss
-
-
-def migrated_gather(mesh, params, x, y):
-    def body(params, x, y):
-        xa, ya = lax.all_gather(x, "data", tiled=True), lax.all_gather(y, "data", tiled=True)
-        loss, grads = jax.value_and_grad(logistic_loss)(params, xa, ya)
-        return _update(params, grads), loss
-    return _jit_shard_map(body, mesh, check_vma=False)(params, x, y)
-
-
-
-def migrated_local_loss(mesh, params, x, y):
-    def body(params, x, y):
-        loss, grads = jax.value_and_grad(logistic_loss)(params, x, y)
-        return _update(params, lax.pmean(grads, "data")), loss
-    return _jit_shard_map(body, mesh, check_vma=False)(params, x, y)
-
-
-def test_6_2_4_wrong():
-    if N > 1:
-        expect("6.2-4", migrated_naive, "fail", f"{N} 倍大きすぎます", "損失を pmean")
-        expect("6.2-4", migrated_stacked, "fail", "積み重な", "out_specs=P()")
-        expect("6.2-4", migrated_local_loss, "fail", "loss", "値が違います")
-    expect("6.2-4", migrated_plain_jit, "fail", "shard_map が見つかりません")
-    expect("6.2-4", migrated_gather, "fail", "all-gather")
-    expect("6.2-4", lambda mesh, p, x, y: p, "fail", "2 つ組")
-    wrong_spec = lambda mesh, p, x, y: jax.jit(jax.shard_map(  # noqa: E731
-        lambda p, x, y: (p, lax.pmean(logistic_loss(p, x, y), "data")), mesh=mesh,
-        in_specs=(P(), P(), P()), out_specs=P()))(p, x, y)
-    expect("6.2-4", wrong_spec, "error", "in_specs")
-    expect("6.2-4", not_done, "not_done")
-    expect("6.2-4", boom, "error", "ZeroDivisionError")
