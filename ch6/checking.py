@@ -1,0 +1,226 @@
+"""チェックを書く人のための公開 API（実行する側は ch6._core、採点は ch6.grading）。
+
+一つの演習につき一つのチェック関数を ``@exercise("6.1-1", "関数名")`` で登録します。
+チェック関数は学習者の解答を受け取り、合格なら短い説明文を返し、不合格なら :class:`Fail` を
+送出します（メッセージは日本語 1 行: 期待したもの、返ってきたもの、ヒント）。学習者のコードは必ず
+:func:`call` を通して呼ぶので、学習者側の例外とチェッカー自身の不具合を区別できます。
+
+- 登録: :func:`exercise`
+- 学習者の呼び出し: :func:`call`（NotImplementedError は未解答、それ以外の例外は学習者のエラー）
+- 隠し入力: :func:`hidden_rng`、:func:`f32`、:func:`n_devices`
+- 期待: :func:`expect_shape`、:func:`expect_close`、:func:`expect_no_batch_loop`
+- 構造: :func:`jaxpr_primitives`、:func:`jaxpr_size`、:func:`walk`（入れ子の jaxpr も含めた式）
+- 表示: :func:`fmt`
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from . import explain
+
+__all__ = [
+    "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
+    "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
+]
+
+
+class Fail(Exception):
+    """不合格。メッセージは学習者向けの日本語 1 行。"""
+
+
+class NotDone(Exception):
+    """学習者の関数がまだ NotImplementedError を送出している。"""
+
+
+class LearnerError(Exception):
+    """学習者のコードの中で例外が起きた。"""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(exc)
+        self.exc = exc
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    title: str
+    fn: Callable[[Any], str]
+
+
+_REGISTRY: dict[str, _Entry] = {}  # 演習の番号 -> チェック（@exercise が登録する）
+
+
+def exercise(exercise_id: str, title: str):
+    """チェック関数を登録するデコレータ。title は学習者が実装する名前。"""
+
+    def deco(fn):
+        if exercise_id in _REGISTRY:
+            raise ValueError(f"exercise id {exercise_id} is registered twice")
+        _REGISTRY[exercise_id] = _Entry(title, fn)
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------- 学習者コードの呼び出し
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", str(text))
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def call(fn: Callable, *args, **kwargs):
+    """学習者の関数を呼ぶ。NotImplementedError は NotDone、それ以外の例外は LearnerError に。"""
+    if not callable(fn):
+        raise Fail(f"関数を渡してください（受け取ったのは {type(fn).__name__} です）。")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        raise NotDone() from exc
+    except (Fail, NotDone, LearnerError):
+        raise
+    except Exception as exc:  # 学習者のコードの中の例外
+        raise LearnerError(exc) from exc
+
+
+# ---------------------------------------------------------------- 隠し入力の部品
+
+def hidden_rng(seed: int) -> np.random.Generator:
+    """隠し入力用の乱数（節ごとに別の seed の範囲を使う: 6.1 は 61_000 + 番号 など）。"""
+    return np.random.default_rng(seed)
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+def n_devices() -> int:
+    """今の JAX が見ているデバイスの数（隠し入力の形をこれから作る）。"""
+    import jax
+
+    return jax.device_count()
+
+
+# ---------------------------------------------------------------- 表示用の整形
+
+def fmt(x: Any) -> str:
+    """決定的で短い表示（浮動小数は有効数字 4 桁）。"""
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.4g}"
+    if isinstance(x, tuple):
+        return "(" + ", ".join(fmt(v) for v in x) + ("," if len(x) == 1 else "") + ")"
+    return str(x)
+
+
+def _shape_of(x) -> tuple | None:
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if shape is not None else None
+
+
+def expect_shape(got, want: tuple, what: str = "出力", hint: str = "") -> None:
+    shape = _shape_of(got)
+    if shape is None:
+        raise Fail(f"{what}は配列のはずですが、{type(got).__name__} が返りました。{hint}".strip())
+    if shape != tuple(want):
+        raise Fail(f"{what}の形が違います: 期待 {fmt(tuple(want))}、実際 {fmt(shape)}。{hint}".strip())
+
+
+def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: float = 1e-5,
+                 hint: str = "") -> None:
+    """形と値を比べる。違えば最大誤差の位置と値を 1 行で示す。"""
+    want = np.asarray(want)
+    expect_shape(got, want.shape, what, hint)
+    try:
+        g = np.asarray(got, dtype=np.float64)
+    except Exception as exc:
+        raise Fail(f"{what}を数値の配列に変換できません（{explain.explain(exc)}）") from None
+    w = want.astype(np.float64)
+    if not np.all(np.isfinite(g)):
+        raise Fail(f"{what}に NaN または inf が含まれています。{hint}".strip())
+    err = np.abs(g - w)
+    bad = err > atol + rtol * np.abs(w)
+    if bad.any():
+        idx = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if err.ndim else ()
+        pos = f"位置 {fmt(tuple(int(i) for i in idx))} で" if idx else ""
+        raise Fail(
+            f"{what}の値が違います: {pos}期待 {fmt(w[idx])}、実際 {fmt(g[idx])}"
+            f"（{int(bad.sum())}/{bad.size} 要素が許容誤差外）。{hint}".strip()
+        )
+
+
+# ---------------------------------------------------------------- jaxpr を使った構造チェック
+
+def _subjaxprs(eqn):
+    import jax.extend as jex
+
+    for val in eqn.params.values():
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        for v in vals:
+            if isinstance(v, jex.core.ClosedJaxpr):
+                yield v.jaxpr
+            elif isinstance(v, jex.core.Jaxpr):
+                yield v
+
+
+def _walk(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _subjaxprs(eqn):
+            yield from _walk(sub)
+
+
+def _trace(fn, args, axis_env=None):
+    import jax
+
+    # 関数などの配列でない引数は閉包に入れ、配列だけをトレースする
+    is_static = [callable(a) or isinstance(a, (str, bool, type(None))) for a in args]
+    arrays = [a for a, s in zip(args, is_static) if not s]
+
+    def traced(*arrs):
+        it = iter(arrs)
+        return fn(*[a if s else next(it) for a, s in zip(args, is_static)])
+
+    try:
+        kw = {"axis_env": axis_env} if axis_env else {}
+        closed = jax.make_jaxpr(traced, **kw)(*arrays)
+    except NotImplementedError as exc:
+        raise NotDone() from exc
+    except Exception as exc:
+        raise LearnerError(exc) from exc
+    return closed.jaxpr
+
+
+def jaxpr_size(fn: Callable, *args, axis_env=None) -> int:
+    """fn をトレースした jaxpr の式の数（入れ子の jaxpr も数える）。"""
+    return sum(1 for _ in _walk(_trace(fn, args, axis_env)))
+
+
+def jaxpr_primitives(fn: Callable, *args, axis_env=None) -> set[str]:
+    """fn をトレースした jaxpr に現れるプリミティブ名の集合。"""
+    return {eqn.primitive.name for eqn in _walk(_trace(fn, args, axis_env))}
+
+
+def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
+                         sizes: tuple[int, int] = (3, 6), what: str = "バッチサイズ") -> None:
+    """バッチの大きさを変えても jaxpr が同じ大きさ（Python ループなし）で、
+    scan / while でバッチを 1 件ずつ回していないことを確かめる。"""
+    counts = [jaxpr_size(fn, *make_args(n)) for n in sizes]
+    if counts[0] != counts[1]:
+        raise Fail(
+            f"{what} {sizes[0]} と {sizes[1]} で jaxpr の式の数が {counts[0]} → {counts[1]} と増えました。"
+            "Python のループで 1 件ずつ処理していませんか？ vmap を使いましょう。"
+        )
+    prims = jaxpr_primitives(fn, *make_args(sizes[1]))
+    loops = sorted(prims & {"scan", "while"})
+    if loops:
+        raise Fail(
+            f"jaxpr に {', '.join(loops)} があります: lax.map / scan / fori_loop で 1 件ずつ回しています。"
+            "vmap で一度にバッチ化しましょう。"
+        )
+
+
+walk = _walk  # 公開名: for eqn in walk(closed_jaxpr.jaxpr)
