@@ -1,0 +1,306 @@
+"""6.3c のチェック: 参照解と別の正解は通り、典型的な誤りは問題を名指しして落ちる。
+
+6.3c-1 は以前の 6.2-4（migrated_step）を、jit(shard_map) を 1 度だけ作るファクトリ関数にしたものです。
+デバイス数（--devices）が 1 だと区別できない誤り（勾配の自動 psum による n 倍など）は、
+区別できるときだけ「落ちること」を確かめます。
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from ch6 import run_check
+
+N = jax.device_count()
+LR_LOGISTIC = 0.5  # ノートブックの学習率（チェックは別の学習率を渡す）
+
+
+def not_done(*args, **kwargs):
+    raise NotImplementedError
+
+
+def boom(*args, **kwargs):
+    raise ZeroDivisionError("division by zero")
+
+
+def expect(ex, fn, want_status, *words):
+    r = run_check(ex, fn)
+    assert r.status == want_status, r.message
+    for w in words:
+        assert w in r.message, f"{w!r} not in {r.message!r}"
+
+
+# 6.3c-1 -------------------------------------------------------------------------------
+SPECS = dict(in_specs=(P(), P("data"), P("data")), out_specs=P())
+
+
+def _update(params, grads, lr):
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def make_ref(mesh, loss_fn, lr):
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        return _update(params, grads, lr), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
+
+
+def make_pcast(mesh, loss_fn, lr):
+    # パラメータを「デバイスごとに違いうる」値にしてから grad し、勾配を pmean する（pmap と同じ書き順）
+    def body(params, x, y):
+        local = jax.tree.map(lambda a: lax.pcast(a, "data", to="varying"), params)
+        loss, grads = jax.value_and_grad(loss_fn)(local, x, y)
+        return _update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")
+    return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
+
+
+def make_no_vma(mesh, loss_fn, lr):
+    # pmap と同じ check_vma=False なら、元のコードをそのまま写せる。返すのはリストでもよい
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        return [_update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")]
+    return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, in_specs=SPECS["in_specs"], out_specs=[P(), P()]))
+
+
+def make_jit_of_lambda(mesh, loss_fn, lr):
+    # jit の中で shard_map を作っても、jit が 1 度トレースするだけ（作り直しではない）
+    sm = functools.partial(jax.shard_map, mesh=mesh, **SPECS)
+
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        return _update(params, grads, lr), loss
+    return jax.jit(lambda *a: sm(body)(*a))
+
+
+def make_decorated(mesh, loss_fn, lr):
+    @jax.jit
+    @functools.partial(jax.shard_map, mesh=mesh, **SPECS)
+    def step(params, x, y):
+        def global_loss(p):
+            return lax.pmean(loss_fn(p, x, y), "data")
+        loss, grads = jax.value_and_grad(global_loss)(params)
+        return _update(params, grads, lr), loss
+    return step
+
+
+@pytest.mark.parametrize("fn", [make_ref, make_pcast, make_no_vma, make_jit_of_lambda, make_decorated])
+def test_6_3c_1_correct(fn):
+    expect("6.3c-1", fn, "pass", "正解", "レガシー版と同じ", "トレースし直しませんでした")
+
+
+def make_naive(mesh, loss_fn, lr):
+    # pmap の中身をそのまま写した（check_vma=True で勾配が自動で psum され、更新が n 倍）
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        return _update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")
+    return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
+
+
+def make_stacked(mesh, loss_fn, lr):
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        return jax.tree.map(lambda a: a[None], _update(params, grads, lr)), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=SPECS["in_specs"], out_specs=(P("data"), P())))
+
+
+def make_plain_jit(mesh, loss_fn, lr):
+    # jit + NamedSharding への移行としては正しいが、この演習は shard_map を求める
+    @jax.jit
+    def step(params, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        return _update(params, grads, lr), loss
+    return step
+
+
+def make_gather(mesh, loss_fn, lr):
+    def body(params, x, y):
+        xa, ya = lax.all_gather(x, "data", tiled=True), lax.all_gather(y, "data", tiled=True)
+        loss, grads = jax.value_and_grad(loss_fn)(params, xa, ya)
+        return _update(params, grads, lr), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, **SPECS))
+
+
+def make_local_loss(mesh, loss_fn, lr):
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        return _update(params, lax.pmean(grads, "data"), lr), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, **SPECS))
+
+
+def make_psum_loss(mesh, loss_fn, lr):
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: lax.psum(loss_fn(p, x, y), "data"))(params)
+        return _update(params, grads, lr), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
+
+
+def make_per_call(mesh, loss_fn, lr):
+    # 以前の模範解答の形: 呼ぶたびに jit(shard_map(...)) を作り直す（毎回トレースされる）
+    def step(params, x, y):
+        return make_ref(mesh, loss_fn, lr)(params, x, y)
+    return step
+
+
+def make_no_jit(mesh, loss_fn, lr):
+    # jit を付けない shard_map は、呼ぶたびにトレースされる
+    def body(params, x, y):
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        return _update(params, grads, lr), loss
+    return jax.shard_map(body, mesh=mesh, **SPECS)
+
+
+def make_double_loss(mesh, loss_fn, lr):
+    # 損失を 2 度呼ぶ（loss と grad を別々に）のは正しい: 1 回目に 2 回呼ばれても、2 回目の呼び出しで増えなければよい
+    def body(params, x, y):
+        loss = lax.pmean(loss_fn(params, x, y), "data")
+        grads = jax.grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        return _update(params, grads, lr), loss
+    return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
+
+
+def make_fixed_lr(mesh, loss_fn, lr):
+    return make_ref(mesh, loss_fn, LR_LOGISTIC)
+
+
+def make_memo(mesh, loss_fn, lr):
+    # 1 回目の結果を覚えて返し続ける（2 回目の別の入力で値が違う）
+    step, memo = make_ref(mesh, loss_fn, lr), []
+
+    def remembered(*args):
+        if not memo:
+            memo.append(step(*args))
+        return memo[0]
+    return remembered
+
+
+def test_6_3c_1_wrong():
+    if N > 1:
+        expect("6.3c-1", make_naive, "fail", f"{N} 倍大きすぎます", "損失を pmean")
+        expect("6.3c-1", make_stacked, "fail", "積み重な", "out_specs=P()")
+        expect("6.3c-1", make_local_loss, "fail", "loss", "値が違います")
+        expect("6.3c-1", make_psum_loss, "fail", "loss", "値が違います")
+    expect("6.3c-1", make_plain_jit, "fail", "shard_map が見つかりません")
+    expect("6.3c-1", make_gather, "fail", "all-gather")
+    expect("6.3c-1", make_fixed_lr, "fail", "値が違います", "引数 lr")
+    expect("6.3c-1", make_memo, "fail", "2 回目", "値が違います")
+    expect("6.3c-1", lambda mesh, loss_fn, lr: {"w": 0, "b": 0}, "fail", "ファクトリ関数")
+    expect("6.3c-1", lambda mesh, loss_fn, lr: (lambda p, x, y: p), "fail", "2 つ組")
+    wrong_spec = lambda mesh, loss_fn, lr: jax.jit(jax.shard_map(  # noqa: E731
+        lambda p, x, y: (p, lax.pmean(loss_fn(p, x, y), "data")), mesh=mesh,
+        in_specs=(P(), P(), P()), out_specs=P()))
+    expect("6.3c-1", wrong_spec, "error", "in_specs")
+    expect("6.3c-1", not_done, "not_done")
+    expect("6.3c-1", boom, "error", "ZeroDivisionError")
+
+
+def test_6_3c_1_retracing_is_named_correctly():
+    # issue 14 の 7: 呼ぶたびに作り直す答えは、2 回目の呼び出しのトレースで見つかる
+    expect("6.3c-1", make_per_call, "fail", "もう一度トレース", "1 度だけ作って")
+    expect("6.3c-1", make_no_jit, "fail", "もう一度トレース", "jit を付けなかったり")
+    # 損失を 2 度呼ぶだけの正しい答えを「作り直している」と誤って責めない
+    expect("6.3c-1", make_double_loss, "pass", "トレースし直しませんでした")
+
+
+# 6.3c-2 -------------------------------------------------------------------------------
+def _body(x, eps):
+    mean = lax.pmean(jnp.mean(x, axis=0), "data")
+    var = lax.pmean(jnp.mean((x - mean) ** 2, axis=0), "data")
+    return (x - mean) / jnp.sqrt(var + eps), mean
+
+
+def std_ref(x, eps):
+    return jax.smap(_body, in_axes=(0, None), out_axes=(0, None), axis_name="data")(x, eps)
+
+
+def std_shard_map(x, eps):
+    # 同じ指定を shard_map で（メッシュは set_mesh で与えられたもの）
+    return jax.shard_map(_body, in_specs=(P("data"), P()), out_specs=(P("data"), P()))(x, eps)
+
+
+def std_jit(x, eps):
+    return jax.jit(jax.smap(_body, in_axes=(0, None), out_axes=(0, None), axis_name="data"))(x, eps)
+
+
+def std_moments(x, eps):
+    # 分散を E[x²] − mean² で求めても、数値は許容誤差の中で同じ。返すのはリストでもよい
+    def body(x):
+        mean = lax.pmean(x.mean(axis=0), "data")
+        var = lax.pmean((x * x).mean(axis=0), "data") - mean ** 2
+        return [(x - mean) / jnp.sqrt(var + eps), mean]
+    return list(jax.smap(body, in_axes=0, out_axes=[0, None], axis_name="data")(x))
+
+
+@pytest.mark.parametrize("fn", [std_ref, std_shard_map, std_jit, std_moments])
+def test_6_3c_2_correct(fn):
+    expect("6.3c-2", fn, "pass", "正解", "複製")
+
+
+def _smap(body):
+    return lambda x, eps: jax.smap(body, in_axes=(0, None), out_axes=(0, None), axis_name="data")(x, eps)
+
+
+def std_local(x, eps):
+    def body(x, eps):
+        mean = jnp.mean(x, axis=0)
+        var = jnp.mean((x - mean) ** 2, axis=0)
+        return (x - mean) / jnp.sqrt(var + eps), lax.pmean(mean, "data")
+    return _smap(body)(x, eps)
+
+
+def std_no_eps(x, eps):
+    def body(x, eps):
+        mean = lax.pmean(jnp.mean(x, axis=0), "data")
+        var = lax.pmean(jnp.mean((x - mean) ** 2, axis=0), "data")
+        return (x - mean) / jnp.sqrt(var), mean
+    return _smap(body)(x, eps)
+
+
+def std_mean_of_local_var(x, eps):
+    def body(x, eps):
+        mean = lax.pmean(jnp.mean(x, axis=0), "data")
+        var = lax.pmean(jnp.var(x, axis=0), "data")  # 自分の平均からのずれ
+        return (x - mean) / jnp.sqrt(var + eps), mean
+    return _smap(body)(x, eps)
+
+
+def std_mean_concatenated(x, eps):
+    return jax.smap(_body, in_axes=(0, None), out_axes=(0, 0), axis_name="data")(x, eps)
+
+
+def std_plain(x, eps):
+    mean = x.mean(axis=0)
+    return (x - mean) / jnp.sqrt(x.var(axis=0) + eps), mean
+
+
+def std_gather(x, eps):
+    def body(x, eps):
+        full = lax.all_gather(x, "data", tiled=True)
+        mean = full.mean(axis=0)
+        return (x - mean) / jnp.sqrt(full.var(axis=0) + eps), mean
+    # all_gather の結果は「デバイスごと」の型なので、check_vma=False でないと out_specs=P() と合わない
+    return jax.shard_map(body, in_specs=(P("data"), P()), out_specs=(P("data"), P()), check_vma=False)(x, eps)
+
+
+def std_own_set_mesh(x, eps):
+    with jax.set_mesh(jax.make_mesh((N,), ("data",))):
+        return std_ref(x, eps)
+
+
+def test_6_3c_2_wrong():
+    if N > 1:
+        expect("6.3c-2", std_local, "fail", "各デバイスの中だけ")
+        expect("6.3c-2", std_mean_of_local_var, "fail", "各デバイスの分散")
+        expect("6.3c-2", std_mean_concatenated, "fail", "out_axes=None")
+    expect("6.3c-2", std_no_eps, "fail", "eps")
+    expect("6.3c-2", std_plain, "fail", "shard_map")
+    expect("6.3c-2", std_gather, "fail", "all_gather")
+    expect("6.3c-2", std_own_set_mesh, "fail", "set_mesh")
+    expect("6.3c-2", lambda x, eps: std_ref(x, eps)[0], "fail", "2 つ組")
+    replicated_z = lambda x, eps: jax.smap(_body, in_axes=(0, None), out_axes=(None, None), axis_name="data")(x, eps)  # noqa: E731
+    expect("6.3c-2", replicated_z, "error", "out_specs")  # 型の上の検査なので 1 デバイスでも
+    expect("6.3c-2", not_done, "not_done")
+    expect("6.3c-2", boom, "error", "ZeroDivisionError")
+    expect("6.3c-2", jnp.ones(3), "fail", "関数を渡してください")
