@@ -362,3 +362,56 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
             x += gaps[k]
     _finish(ax, total_w, n, title, pad=20)
     return Drawing(fig, "デバイスごとの値 " + " → ".join(ops))
+
+
+# ---------------------------------------------------------------- 複数の配列のシャーディングを並べる
+
+def shardings(items: Sequence[tuple[str, object]], title: str | None = None, ncols: int | None = None) -> Drawing:
+    """複数の配列のシャーディングを並べて描く（行列積の入力と出力、層ごとのパラメータなど）。
+
+    items = [(ラベル, 配列), ...]。各パネルの上にラベル・spec・形を書き、ブロックをそれを持つデバイスの色で
+    塗る（:func:`sharding` と同じく ``addressable_shards`` から）。ncols 個ごとに次の行へ折り返す（既定は 1 行）。
+    パネルの大きさは配列の縦横比をおおまかに表す（極端な比は切り詰める）。"""
+    items = list(items)
+    ncols = len(items) if not ncols else int(ncols)
+    scale = 0.9                              # 1 単位 = 0.9 インチ
+    pw, gap, head = 1.6, 0.35, 0.85          # パネルの幅、パネルの間、見出しの高さ（単位）
+    tall = 1.2                               # パネルの高さの上限（単位）
+    char = 0.07 / scale                      # 8 ポイントの文字 1 つのおおよその幅（単位）
+    dims = []
+    for _, x in items:
+        shape = tuple(x.shape)
+        rows, cols = (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1]) if len(shape) > 1 else (1, 1)
+        h = 0.4 if len(shape) < 2 else float(np.clip(pw * rows / max(cols, 1), 0.8, tall))
+        dims.append((rows, cols, h))
+    grid_rows = [list(range(i, min(i + ncols, len(items)))) for i in range(0, len(items), ncols)]
+    row_h = [max(dims[i][2] for i in r) + head for r in grid_rows]
+    total_w = ncols * pw + (ncols - 1) * gap
+    total_h = sum(row_h)
+    fig, ax = _figure(scale * total_w + 0.4, scale * total_h + 0.6)
+    y = 0.0
+    for r, idx in enumerate(grid_rows):
+        for c, i in enumerate(idx):
+            label, x = items[i]
+            rows, cols, h = dims[i]
+            px, py = c * (pw + gap), y + head
+            ax.text(px + pw / 2, py - 0.06, f"{label}\n{_spec_text(x)}\n形 {tuple(x.shape)}",
+                    ha="center", va="bottom", fontsize=8, linespacing=1.15)
+            for (r0, r1, c0, c1), devs in shard_layout(x).items():
+                x0, x1 = px + pw * c0 / cols, px + pw * c1 / cols
+                y0, y1 = py + h * r0 / rows, py + h * r1 / rows
+                w, hh = x1 - x0, y1 - y0
+                _box(ax, x0, y0, w, hh, color(devs[0]), "")
+                text = ",".join(f"D{d}" for d in devs) if len(devs) <= 4 else f"D{devs[0]}…D{devs[-1]}（{len(devs)} 個）"
+                for size in (8, 7, 6):           # 入る大きさで横書き、入らなければ縦書き、それでも無理なら色だけ
+                    need = char * size / 8 * (len(text) + 1)
+                    if need <= w and 2.2 * char * size / 8 <= hh:
+                        ax.text(x0 + w / 2, y0 + hh / 2, text, ha="center", va="center", fontsize=size, color="white")
+                        break
+                    if need <= hh and 2.2 * char * size / 8 <= w:
+                        ax.text(x0 + w / 2, y0 + hh / 2, text, ha="center", va="center", fontsize=size, color="white",
+                                rotation=90)
+                        break
+        y += row_h[r]
+    _finish(ax, total_w, total_h, title)
+    return Drawing(fig, "シャーディング: " + "、".join(label for label, _ in items))
