@@ -4,7 +4,11 @@
 正解、一部だけ、ノートブックでない、壊れた JSON、カーネルが落ちる、無限ループ（中断できる・できない）、
 セルの削除と並べ替え、チェック呼び出しの変更と ch6 の差し替え、答えのハードコード。
 採点は 1 回（--jobs 4、短い制限時間）だけ実行し、点数と理由を細かく確かめます。
-部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード）は tests/test_grading_*.py で
+
+提出物は演習の中身によらない作り方をします（関数名と番号は演習ノートブックから読み、正解は解答ノートブックの
+セル、間違いは「文字列を返す」「例外を送出する」「終わらない」）。6.1 の演習が変わっても、このテストは変わりません。
+チェックそれぞれのメッセージは tests/test_checks_*.py が確かめます。
+部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード、表）は tests/test_grading_*.py で
 カーネルなしに確かめます。
 """
 from __future__ import annotations
@@ -27,12 +31,17 @@ from ch6.grading.model import ExerciseResult, Row
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
-IDS = [f"6.1-{k}" for k in range(1, 7)]
 TIMEOUT, CHECK_TIMEOUT = 15, 10
 JOBS = 4  # 時間切れを待つあいだはカーネルが眠っているので、コア数より多く並べても遅くならない
 
 pytestmark = pytest.mark.skipif(not (SOLUTION.exists() and EXERCISE.exists()),
                                 reason="solutions/ と exercises/ の 6_1_vmap が必要")
+if EXERCISE.exists():
+    _A = exercises.from_notebook(EXERCISE.stem, json.loads(EXERCISE.read_text(encoding="utf-8")))
+    IDS, F = _A.ids, [_A.titles[i] for i in _A.ids]  # 演習の番号と、学習者が書く関数の名前（順に）
+else:  # pragma: no cover
+    IDS, F = [], []
+N = len(IDS)
 
 
 # ------------------------------------------------------------------------------ 提出物を作る部品
@@ -46,8 +55,8 @@ def _def_cell(nb, name):
                 if c.cell_type == "code" and re.search(rf"^def {name}\(", c.source, re.M))
 
 
-def _set_def(nb, name, code):
-    """関数 name の def 行と本体を code（def から始まる）で置き換える。ほかの行（チェック呼び出し）は残す。"""
+def _set_def(nb, name, body):
+    """関数 name の def 行と本体を ``def name(*args, **kwargs):`` + body で置き換える。ほかの行（チェック呼び出し）は残す。"""
     cell = nb.cells[_def_cell(nb, name)]
     lines = cell.source.splitlines()
     d = next(k for k, ln in enumerate(lines) if ln.startswith(f"def {name}("))
@@ -56,8 +65,14 @@ def _set_def(nb, name, code):
         e += 1
     while e > d + 1 and not lines[e - 1].strip():
         e -= 1
-    lines[d:e] = code.strip("\n").splitlines()
+    lines[d:e] = [f"def {name}(*args, **kwargs):"] + ["    " + ln for ln in body.strip("\n").splitlines()]
     cell.source = "\n".join(lines)
+    return d + 1  # def の行（1 始まり）
+
+
+def _solve(nb, sol, name):
+    """演習ノートブックの関数 name のセルを、解答ノートブックの同じセルにする。"""
+    nb.cells[_def_cell(nb, name)].source = sol.cells[_def_cell(sol, name)].source
 
 
 def _drop_check(nb, eid, replacement=None):
@@ -83,8 +98,15 @@ def _save(nb, path):
     nbformat.write(nb, str(path))
 
 
+def _marks(*first, rest):
+    return "".join(first) + rest * (N - len(first))
+
+
+WRONG = 'return "wrong"  # 配列ではなく文字列'
+RAISES = 'raise TypeError("わざと")'
+LOOPS = "import time\nwhile True:  # 終わらない（CPU を空けるため sleep）\n    time.sleep(0.1)"
 TAMPER = ("採点に使う仕組み（{}）に触れるコードがあります。採点は改ざんを検出するだけで防げないので、結果とコードを確かめてください。")
-SUBMISSIONS: dict[str, dict] = {}  # 学習者 -> 期待（テストの中で埋める）
+CALLS_CHANGED = "チェックの呼び出しが書き換えられたか消されています（{}）。採点は講座のチェックで行いました。"
 
 
 def _build(folder: Path) -> dict[str, dict]:
@@ -93,88 +115,78 @@ def _build(folder: Path) -> dict[str, dict]:
 
     # 正解（解答ノートブックそのもの）
     _save(sol, folder / "aoki_6_1_vmap.ipynb")
-    exp["aoki"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[])
+    exp["aoki"] = dict(marks=_marks(rest="✅"), score=N, notes=[])
 
-    # 一部だけ: 1, 2 正解、3 転置、4 学習者のコードでエラー、5 無限ループ（チェック呼び出しは消した）、6 未着手
+    # 一部だけ: 1, 2 正解、3 文字列を返す、4 学習者のコードでエラー、5 無限ループ（チェック呼び出しは消した）、6 以降未着手
     nb = copy.deepcopy(ex)
-    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
-                                    "    return jax.vmap(lambda x: jnp.tanh(W @ x))(xs)")
-    _set_def(nb, "predict_feature_major", "def predict_feature_major(W, xs_t):\n"
-                                          "    return jax.vmap(predict, in_axes=(None, 1), out_axes=1)(W, xs_t)")
-    _set_def(nb, "pairwise_distances", "def pairwise_distances(X, Y):\n"
-                                       "    d = lambda x, y: jnp.sqrt(jnp.sum((x - y) ** 2))\n"
-                                       "    return jax.vmap(jax.vmap(d, in_axes=(0, None)), in_axes=(None, 0))(X, Y)")
-    _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
-                                           "    return loss_fn(params)")
-    _set_def(nb, "ensemble_predict", "def ensemble_predict(model, stacked_params, xs):\n"
-                                     "    import time\n"
-                                     "    while True:  # 終わらない（CPU を空けるため sleep）\n        time.sleep(0.1)")
-    _drop_check(nb, "6.1-5")
+    _solve(nb, sol, F[0])
+    _solve(nb, sol, F[1])
+    _set_def(nb, F[2], WRONG)
+    _set_def(nb, F[3], RAISES)
+    _set_def(nb, F[4], LOOPS)
+    _drop_check(nb, IDS[4])
     _save(nb, folder / "ito_6_1_vmap.ipynb")
-    exp["ito"] = dict(marks="✅✅❌❌❌⏳", score=2, notes=[
-        "チェックの呼び出しが書き換えられたか消されています（6.1-5）。採点は講座のチェックで行いました。"],
-        messages={"6.1-3": "転置", "6.1-4": "あなたのコードの中でエラーが起きました: TypeError",
-                  "6.1-5": f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
-                  "6.1-6": "まだ解答されていません"},
-        statuses={"6.1-4": "error", "6.1-5": "timeout", "6.1-6": "not_done"})
+    exp["ito"] = dict(marks=_marks("✅", "✅", "❌", "❌", "❌", rest="⏳"), score=2, notes=[CALLS_CHANGED.format(IDS[4])],
+                      messages={IDS[3]: "あなたのコードの中でエラーが起きました",
+                                IDS[4]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
+                                IDS[5]: "まだ解答されていません"},
+                      statuses={IDS[3]: "error", IDS[4]: "timeout", IDS[5]: "not_done"})
 
     # ノートブックでないファイル、壊れた JSON
     (folder / "ueda_6_1_vmap.ipynb").write_text("レポートは明日出します\n", encoding="utf-8")
-    exp["ueda"] = dict(marks="⚠️" * 6, score=0, notes=["ノートブックではありません（.ipynb の JSON ではないファイルです）。"])
+    exp["ueda"] = dict(marks="⚠️" * N, score=0, notes=["ノートブックではありません（.ipynb の JSON ではないファイルです）。"])
     text = nbformat.writes(sol)
     (folder / "endo_6_1_vmap.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")
     line = text[: len(text) // 2].count("\n") + 1
-    exp["endo"] = dict(marks="⚠️" * 6, score=0, notes=None, note_re=[
+    exp["endo"] = dict(marks="⚠️" * N, score=0, notes=None, note_re=[
         rf"ファイルが壊れていて読めません（JSON の {line} 行目 \d+ 文字目で解析エラー）。"])
 
     # カーネルが落ちるセル: そのセルを飛ばして全部採点できる
     nb = copy.deepcopy(sol)
-    pos = _insert(nb, "pairwise_distances", "import os\nos._exit(1)")
+    pos = _insert(nb, F[2], "import os\nos._exit(1)")
     _save(nb, folder / "ota_6_1_vmap.ipynb")
-    exp["ota"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[
+    exp["ota"] = dict(marks=_marks(rest="✅"), score=N, notes=[
         f"上から {pos + 1} 番目のセルでカーネルが停止しました（os._exit やメモリ不足など）。"
         "新しいカーネルでそのセルを飛ばして採点しました。"])
 
     # 無限ループ（中断できる）: そこまでに定義された関数だけで採点
     nb = copy.deepcopy(sol)
-    pos = _insert(nb, "batched_predict", "import time\nwhile True:\n    time.sleep(0.1)")
+    pos = _insert(nb, F[0], LOOPS)
     _save(nb, folder / "kato_6_1_vmap.ipynb")
-    exp["kato"] = dict(marks="✅⚠️⚠️⚠️⚠️⚠️", score=1, notes=[
+    exp["kato"] = dict(marks=_marks("✅", rest="⚠️"), score=1, notes=[
         f"上から {pos + 1} 番目のセルで制限時間 {TIMEOUT} 秒を超えました（無限ループ?）。"
         "そのセル以降は実行せずに採点しました。"],
-        messages={"6.1-2": "関数 predict_feature_major が定義されていません（制限時間内にそのセルまで実行されませんでした）"},
-        statuses={"6.1-2": "missing"})
+        messages={IDS[1]: f"関数 {F[1]} が定義されていません（制限時間内にそのセルまで実行されませんでした）"},
+        statuses={IDS[1]: "missing"})
 
     # 無限ループ（SIGINT を無視するので中断できない）: カーネルを替えて、そのセルの手前まで
     nb = copy.deepcopy(sol)
-    pos = _insert(nb, "predict_feature_major",
-                  "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)")
+    pos = _insert(nb, F[1], "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + LOOPS)
     _save(nb, folder / "kimura_6_1_vmap.ipynb")
-    exp["kimura"] = dict(marks="✅✅⚠️⚠️⚠️⚠️", score=2, notes=[
+    exp["kimura"] = dict(marks=_marks("✅", "✅", rest="⚠️"), score=2, notes=[
         f"上から {pos + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
         "新しいカーネルでそのセルの手前までを実行して採点しました。"])
 
     # セルの削除（問題 2 の説明）と並べ替え（問題 6 を問題 5 の前へ）: 採点はそのまま
     nb = copy.deepcopy(sol)
-    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "6.1-2" in c.source)
+    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and IDS[1] in c.source)
     deleted = copy.deepcopy(ex.cells[md])
     del nb.cells[md]
-    six, five = _def_cell(nb, "batchnorm_sample"), _def_cell(nb, "ensemble_predict")
+    six, five = _def_cell(nb, F[5]), _def_cell(nb, F[4])
     moved_src = nb.cells[six].source
     nb.cells.insert(five, nb.cells.pop(six))
-    moved_ref = _def_cell(ex, "batchnorm_sample")
+    moved_ref = _def_cell(ex, F[5])
     _save(nb, folder / "sasaki_6_1_vmap.ipynb")
-    exp["sasaki"] = dict(marks="✅✅✅✅✅✅", score=6, notes=[
+    exp["sasaki"] = dict(marks=_marks(rest="✅"), score=N, notes=[
         f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{exercises.snippet_of(deleted.source)}」。",
         f"セルの順番が演習ノートブックと違います（1 個が移動: 演習ノートブックの {moved_ref + 1} 番目"
         f"「{exercises.snippet_of(moved_src)}」など）。"])
 
     # チェック呼び出しの書き換え・削除、ch6 の差し替え、偽の ch6 パッケージ: 採点は講座のチェックで
     nb = copy.deepcopy(sol)
-    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
-                                    "    return jnp.array([[0.1, 0.2, 0.3]] * 4)  # ノートブックの例の答え")
-    _drop_check(nb, "6.1-1", 'print("✅ [6.1-1] batched_predict: 正解です。")')
-    _drop_check(nb, "6.1-2")
+    _set_def(nb, F[0], WRONG)
+    _drop_check(nb, IDS[0], f'print("✅ [{IDS[0]}] {F[0]}: 正解です。")')
+    _drop_check(nb, IDS[1])
     nb.cells.insert(2, nbformat.v4.new_code_cell(
         "import os, sys\n"
         "os.makedirs('ch6', exist_ok=True)\n"
@@ -182,42 +194,37 @@ def _build(folder: Path) -> dict[str, dict]:
         "open('ch6/_core.py', 'w').write('''\n"
         "class E:\n    title = 'x'\n"
         "class R:\n    status, message = 'pass', 'ok'\n"
-        "def registry():\n    return {k: E() for k in ['6.1-%d' % i for i in range(1, 7)]}\n"
+        f"def registry():\n    return {{k: E() for k in {IDS!r}}}\n"
         "def run_check(i, f):\n    return R()\n''')\n"
         "sys.path.insert(0, os.getcwd())\n"
         "ch6.check = lambda *a: print('✅ 正解です')\n"
         "ch6._core.run_check = lambda i, f: ch6.Result(i, 'pass', 'ok')\n"
         "sys.modules['ch6'] = None"))
     _save(nb, folder / "kudo_6_1_vmap.ipynb")
-    exp["kudo"] = dict(marks="❌✅✅✅✅✅", score=5, notes=[
-        "チェックの呼び出しが書き換えられたか消されています（6.1-1, 6.1-2）。採点は講座のチェックで行いました。",
-        "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"],
-        messages={"6.1-1": "形が違います"}, statuses={"6.1-1": "fail"})
+    exp["kudo"] = dict(marks=_marks("❌", rest="✅"), score=N - 1, notes=[
+        CALLS_CHANGED.format(f"{IDS[0]}, {IDS[1]}"), "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"])
 
-    # 答えのハードコード（形まで合わせても、隠し入力の値で見つかる）と、構文エラーで定義されなかった関数
+    # 答えのハードコード（隠し入力で見つかる）と、構文エラーで定義されなかった関数
     nb = copy.deepcopy(sol)
-    _set_def(nb, "pairwise_distances", "def pairwise_distances(X, Y):\n    return jnp.zeros((7, 5))")
-    _set_def(nb, "per_example_grad_norms", "def per_example_grad_norms(loss_fn, params, xs, ys):\n"
-                                           "    return jnp.ones(10)")
-    _set_def(nb, "batchnorm_sample", "def batchnorm_sample(x, eps=1e-5:\n    return x")
-    bad = _def_cell(nb, "batchnorm_sample")
+    _set_def(nb, F[2], "import numpy as np\nreturn np.zeros((7, 5), np.float32)")
+    _set_def(nb, F[3], "import numpy as np\nreturn np.ones(10, np.float32)")
+    bad = _def_cell(nb, F[5])
+    line = _set_def(nb, F[5], "return 0")
+    nb.cells[bad].source = nb.cells[bad].source.replace(f"def {F[5]}(*args, **kwargs):", f"def {F[5]}(x, eps=1e-5:")
     _save(nb, folder / "hayashi_6_1_vmap.ipynb")
-    exp["hayashi"] = dict(marks="✅✅❌❌✅⚠️", score=3, notes=None, note_re=[
-        rf"上から {bad + 1} 番目のセルでエラー: SyntaxError: .+（1 行目）"],
-        messages={"6.1-3": "値が違います", "6.1-4": "値が違います",
-                  "6.1-6": f"関数 batchnorm_sample が定義されていません（上から {bad + 1} 番目のそのセルでエラー: SyntaxError"},
-        statuses={"6.1-3": "fail", "6.1-4": "fail", "6.1-6": "missing"})
+    exp["hayashi"] = dict(marks=_marks("✅", "✅", "❌", "❌", "✅", "⚠️", rest="✅"), score=N - 3, notes=None, note_re=[
+        rf"上から {bad + 1} 番目のセルでエラー: SyntaxError: .+（{line} 行目）"],
+        messages={IDS[5]: f"関数 {F[5]} が定義されていません（上から {bad + 1} 番目のそのセルでエラー: SyntaxError"},
+        statuses={IDS[5]: "missing"})
 
     # 無限ループする関数が 1 つ（def と同じセルに ch6.check がある）: 学習者セルの時間を使い切らず、
     # その演習だけがチェックの制限時間で ❌、ほかの演習は採点される（採点中は ch6.check が何もしない）
     nb = copy.deepcopy(sol)
-    _set_def(nb, "batched_predict", "def batched_predict(W, xs):\n"
-                                    "    import time\n"
-                                    "    while True:  # 終わらない（CPU を空けるため sleep）\n        time.sleep(0.1)")
+    _set_def(nb, F[0], LOOPS)
     _save(nb, folder / "mori_6_1_vmap.ipynb")
-    exp["mori"] = dict(marks="❌✅✅✅✅✅", score=5, notes=[],
-                       messages={"6.1-1": f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした"},
-                       statuses={"6.1-1": "timeout"})
+    exp["mori"] = dict(marks=_marks("❌", rest="✅"), score=N - 1, notes=[],
+                       messages={IDS[0]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした"},
+                       statuses={IDS[0]: "timeout"})
 
     # 採点の準備（ch6 の読み込み直し）でカーネルが落ちる: 1 回だけなので「何度も」とは書かない
     nb = copy.deepcopy(sol)
@@ -229,7 +236,7 @@ def _build(folder: Path) -> dict[str, dict]:
         "            os._exit(1)\n"
         "sys.meta_path.insert(0, Boom())"))
     _save(nb, folder / "noguchi_6_1_vmap.ipynb")
-    exp["noguchi"] = dict(marks="⚠️" * 6, score=0,
+    exp["noguchi"] = dict(marks="⚠️" * N, score=0,
                           notes=["採点の準備中にカーネルが停止しました。", TAMPER.format("sys.meta_path")],
                           messages={i: "採点の準備中にカーネルが停止したため採点できませんでした" for i in IDS},
                           statuses={i: "not_graded" for i in IDS})
@@ -248,13 +255,14 @@ def _build(folder: Path) -> dict[str, dict]:
         "    return _real_display(*objs, **kwargs)\n"
         "IPython.display.display = _fake_display"))
     _save(nb, folder / "fujita_6_1_vmap.ipynb")
-    exp["fujita"] = dict(marks="⏳" * 6, score=0, notes=[TAMPER.format("IPython.display")],
+    exp["fujita"] = dict(marks="⏳" * N, score=0, notes=[TAMPER.format("IPython.display")],
                          statuses={i: "not_done" for i in IDS})
     return exp
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    assert N >= 6, "このテストは 6 問以上ある演習ノートブックを前提にしています"
     folder = tmp_path_factory.mktemp("class")
     subs = folder / "提出"
     subs.mkdir()
@@ -267,9 +275,10 @@ def graded(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
+        # --reference: いまの exercises/ と比べる（同梱の exercises.json が最新かは test_grading_exercises.py が見る）
         rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", str(JOBS),
-                         "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
-                         "--quiet"])
+                       "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
+                       "--reference", str(EXERCISE.parent), "--quiet"])
     assert rc == 0
     data = json.loads(out_json.read_text(encoding="utf-8"))
     return expected, data, buf.getvalue(), out_csv
@@ -283,7 +292,7 @@ def test_every_submission_is_graded(graded):
     expected, data, _, _ = graded
     rows = _by_learner(data)
     assert sorted(rows) == sorted(expected)  # チェックポイントのフォルダは数えない
-    assert all(r["notebook"] == "6_1_vmap" and r["max_score"] == 6 for r in rows.values())
+    assert all(r["notebook"] == "6_1_vmap" and r["max_score"] == N for r in rows.values())
     assert all(list(r["exercises"]) == IDS for r in rows.values())
 
 
@@ -312,16 +321,16 @@ def test_table_and_csv_show_the_same(graded):
     assert f"6_1_vmap（{len(expected)} 件）" in text
     for learner, exp in expected.items():
         line = next(ln for ln in text.splitlines() if ln.startswith(f"│ {learner} "))
-        assert f"{exp['score']}/6" in line
+        assert f"{exp['score']}/{N}" in line
         # 表の ⚠ は異体字セレクタなし（列がずれない）
         assert "\ufe0f" not in line and line.count("⚠") == exp["marks"].count("⚠")
     n_pass = sum(exp["marks"].startswith("✅") for exp in expected.values())
-    assert f"6.1-1 batched_predict（正解 {n_pass}/{len(expected)}）" in text
+    assert f"{IDS[0]} {F[0]}（正解 {n_pass}/{len(expected)}）" in text
     with out_csv.open(encoding="utf-8-sig", newline="") as f:
         rows = {r["学習者 / learner"]: r for r in csv.DictReader(f)}
     assert set(rows) == set(expected)
     for name, r in _by_learner(data).items():
-        assert int(rows[name]["得点 / score"]) == r["score"] and int(rows[name]["満点 / max_score"]) == 6
+        assert int(rows[name]["得点 / score"]) == r["score"] and int(rows[name]["満点 / max_score"]) == N
         assert [rows[name][i] for i in IDS] == [f"{r['exercises'][i]['mark']} {r['exercises'][i]['status']}"
                                                 for i in IDS]
         assert [rows[name][f"{i} メッセージ / message"] for i in IDS] == [r["exercises"][i]["message"] for i in IDS]

@@ -11,7 +11,7 @@ from ch6.grading.identify import disambiguate, find, identify, learner_name
 from ch6.grading.model import Row
 
 ROOT = Path(__file__).resolve().parent.parent
-IDS = [f"6.1-{k}" for k in range(1, 7)]
+IDS = [f"6.1-{k}" for k in range(1, 7)]  # 登録表からの節ごとの演習の例（下で作る）
 
 
 def _exercise_nb():
@@ -32,9 +32,9 @@ def test_learner_names_from_file_names():
 
 
 def test_identify_by_name_folder_or_content():
-    assignments = exercises.packaged()
-    assert assignments["6_1_vmap"].ids == IDS
-    assert assignments["6_1_vmap"].titles["6.1-4"] == "per_example_grad_norms"
+    assignments = exercises.from_folder(ROOT / "exercises")  # 同梱の exercises.json と同じもの（別のテストで確かめる）
+    a = assignments["6_1_vmap"]
+    assert a.ids[0] == "6.1-1" and all(i.startswith("6.1-") for i in a.ids) and a.titles[a.ids[-1]] in a.calls[a.ids[-1]]
     ex = _exercise_nb()
     assert identify(Path("a/tanaka_6_1_vmap.ipynb"), None, assignments).name == "6_1_vmap"
     assert identify(Path("6_1_vmap/tanaka.ipynb"), None, assignments).name == "6_1_vmap"
@@ -82,4 +82,4 @@ def test_identify_reads_raw_json_cells_too():
     for c in raw["cells"]:
         c["source"] = c["source"].splitlines(keepends=True) if isinstance(c["source"], str) else c["source"]
     a = exercises.from_notebook("6_1_vmap", raw)
-    assert a.ids == IDS and a.cells == exercises.packaged()["6_1_vmap"].cells
+    assert a == exercises.from_folder(ROOT / "exercises")["6_1_vmap"]

@@ -30,13 +30,13 @@ def test_importing_the_in_kernel_module_loads_only_the_check_registry():
 
 def test_prelude_setup_and_checks_survive_a_replaced_ch6():
     """カーネルでの順番どおり: 準備 → 学習者のコード（ch6 と display を差し替える）→ 読み込み直し → チェック。"""
-    nonce = "n0nce"
+    nonce, name = "n0nce", _core.registry()["6.1-1"].title
     script = "\n".join([
         "import json, sys",
         "ns = {}",
         f"exec({inkernel.prelude(nonce, str(ROOT))!r}, ns)",
-        # 学習者のコード: 未着手の関数、ch6 と表示の差し替え
-        "exec('def batched_predict(W, xs):\\n    raise NotImplementedError', ns)",
+        # 学習者のコード: 未着手の関数（6.1-1）、ch6 と表示の差し替え
+        f"exec('def {name}(*args, **kwargs):\\n    raise NotImplementedError', ns)",
         "import ch6, IPython.display",
         "sys.modules['ch6'] = None",
         "IPython.display.display = lambda *a, **k: print('FAKE')",

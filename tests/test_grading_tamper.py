@@ -18,7 +18,8 @@ CALLS_CHANGED = "チェックの呼び出しが書き換えられたか消され
 
 @pytest.fixture(scope="module")
 def given():
-    return nbformat.read(str(EXERCISE), as_version=4), exercises.packaged()["6_1_vmap"]
+    nb = nbformat.read(str(EXERCISE), as_version=4)
+    return nb, exercises.from_notebook(EXERCISE.stem, nb)
 
 
 def _cell_with(nb, pattern):
@@ -37,26 +38,28 @@ def test_structure_notes_are_quiet_for_untouched_and_filled_notebooks(given):
     assert structure_notes(nb, a) == []
     for c in nb.cells:  # 別のツールで保存されてセルの id が変わっても、内容と関数名で対応がつく
         c.id = "x" + c.id
-    cell = _cell_with(nb, r"^def batched_predict\(")
-    cell.source = re.sub(r"def batched_predict\(W, xs\):\n(    .*\n)+", "def batched_predict(W, xs, *, unused=None):\n"
-                         "    return xs\n", cell.source)
+    first, second = a.ids[:2]
+    cell = _cell_with(nb, rf"^def {a.titles[first]}\(")
+    cell.source = re.sub(rf"def {a.titles[first]}\(.*\n(    .*\n)+", f"def {a.titles[first]}(*args, unused=None):\n"
+                         "    return args\n", cell.source)
     nb.cells.insert(3, nbformat.v4.new_markdown_cell("メモ: 学習者が足したセルは数えません"))
-    _replace_call(nb, "6.1-2", "ch6.check( '6.1-2', predict_feature_major )  # できた!")
+    _replace_call(nb, second, f"ch6.check( '{second}', {a.titles[second]} )  # できた!")
     assert structure_notes(nb, a) == []
-    _replace_call(nb, "6.1-2", "# ch6.check('6.1-2', predict_feature_major)")
-    assert structure_notes(nb, a) == [CALLS_CHANGED.format("6.1-2")]
+    _replace_call(nb, second, f"# ch6.check('{second}', {a.titles[second]})")
+    assert structure_notes(nb, a) == [CALLS_CHANGED.format(second)]
 
 
 def test_deleted_and_moved_cells(given):
     ex, a = given
     nb = copy.deepcopy(ex)
-    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "6.1-2" in c.source)
+    last, before = (f"def {a.titles[i]}(" for i in a.ids[-1:-3:-1])
+    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and a.ids[1] in c.source)
     deleted = nb.cells.pop(md)
-    six = next(i for i, c in enumerate(nb.cells) if "def batchnorm_sample(" in c.source)
-    five = next(i for i, c in enumerate(nb.cells) if "def ensemble_predict(" in c.source)
+    six = next(i for i, c in enumerate(nb.cells) if last in c.source)
+    five = next(i for i, c in enumerate(nb.cells) if before in c.source)
     moved = nb.cells[six]
     nb.cells.insert(five, nb.cells.pop(six))
-    ref_moved = next(i for i, c in enumerate(ex.cells) if "def batchnorm_sample(" in c.source)
+    ref_moved = next(i for i, c in enumerate(ex.cells) if last in c.source)
     assert structure_notes(nb, a) == [
         f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{exercises.snippet_of(deleted.source)}」。",
         f"セルの順番が演習ノートブックと違います（1 個が移動: 演習ノートブックの {ref_moved + 1} 番目"
