@@ -196,75 +196,92 @@ def test_ring_wrong_multi():
     assert_fail(run("6.3b-2", ring_crash), "エラー", status="error")
 
 
-# 6.3b-3 row_parallel_matmul -----------------------------------------------------------
+# 6.3b-3 megatron_mlp ------------------------------------------------------------------
 
-def row_parallel_matmul(x, w, mesh):
-    def local(xb, wb):
-        return lax.psum(xb @ wb, "x")
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(None, "x"), P("x", None)), out_specs=P())(x, w)
+SPECS3 = (P(), P(None, "x"), P("x"), P("x", None), P())
 
 
-def row_parallel_matmul_inferred(x, w, mesh):
-    # Explicit メッシュでは in_specs を省くと入力の型から決まる
+def megatron_mlp(x, w1, b1, w2, b2, mesh):
+    def local(x, w1b, b1b, w2b, b2):
+        h = jax.nn.relu(x @ w1b + b1b)
+        return lax.psum(h @ w2b, "x") + b2
+
+    return jax.shard_map(local, mesh=mesh, in_specs=SPECS3, out_specs=P())(x, w1, b1, w2, b2)
+
+
+def megatron_mlp_inferred(x, w1, b1, w2, b2, mesh):
+    # Explicit メッシュでは in_specs を省くと入力の型から決まる。einsum と maximum、b2 / n を先に足す書き方
     @jax.shard_map(mesh=mesh, out_specs=P())
-    def local(xb, wb):
-        return lax.psum(jnp.einsum("bd,df->bf", xb, wb), "x")
+    def local(x, w1b, b1b, w2b, b2):
+        h = jnp.maximum(jnp.einsum("bd,dh->bh", x, w1b) + b1b, 0.0)
+        return lax.psum(jnp.einsum("bh,hf->bf", h, w2b) + b2 / lax.axis_size("x"), "x")
 
-    return local(x, w)
-
-
-def row_parallel_concat(x, w, mesh):
-    return jax.shard_map(lambda a, b: a @ b, mesh=mesh, in_specs=(P(None, "x"), P("x", None)),
-                         out_specs=P("x", None))(x, w)
+    return local(x, w1, b1, w2, b2)
 
 
-def row_parallel_no_check(x, w, mesh):
-    return jax.shard_map(lambda a, b: a @ b, mesh=mesh, in_specs=(P(None, "x"), P("x", None)),
-                         out_specs=P(), check_vma=False)(x, w)
+def _mlp3(body, **kw):
+    def answer(x, w1, b1, w2, b2, mesh):
+        return jax.shard_map(body, mesh=mesh, in_specs=kw.get("in_specs", SPECS3),
+                             out_specs=kw.get("out_specs", P()), **kw.get("extra", {}))(x, w1, b1, w2, b2)
+    return answer
 
 
-def row_parallel_gather(x, w, mesh):
-    def local(xb, wb):
-        return lax.all_gather(xb, "x", axis=1, tiled=True) @ lax.all_gather(wb, "x", tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(None, "x"), P("x", None)), out_specs=P())(x, w)
-
-
-def row_parallel_no_shard_map(x, w, mesh):
-    return jnp.matmul(x, w, out_sharding=jax.NamedSharding(mesh, P()))
-
-
-def row_parallel_wrong_spec(x, w, mesh):
-    return jax.shard_map(lambda a, b: lax.psum(a @ b, "x"), mesh=mesh, in_specs=(P("x", None), P("x", None)),
-                         out_specs=P())(x, w)
-
-
-def row_parallel_loop(x, w, mesh):
-    def local(xb, wb):
-        rows = [xb[i] @ wb for i in range(xb.shape[0])]
-        return lax.psum(jnp.stack(rows), "x")
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(None, "x"), P("x", None)), out_specs=P())(x, w)
+mlp_concat = _mlp3(lambda x, a, c, b, d: jax.nn.relu(x @ a + c) @ b + d, out_specs=P("x", None))
+mlp_no_check = _mlp3(lambda x, a, c, b, d: jax.nn.relu(x @ a + c) @ b + d, extra={"check_vma": False})
+mlp_b2_before = _mlp3(lambda x, a, c, b, d: lax.psum(jax.nn.relu(x @ a + c) @ b + d, "x"))
+mlp_no_b1 = _mlp3(lambda x, a, c, b, d: lax.psum(jax.nn.relu(x @ a) @ b, "x") + d)
+mlp_no_b2 = _mlp3(lambda x, a, c, b, d: lax.psum(jax.nn.relu(x @ a + c) @ b, "x"))
+mlp_no_relu = _mlp3(lambda x, a, c, b, d: lax.psum((x @ a + c) @ b, "x") + d)
+mlp_relu_after = _mlp3(lambda x, a, c, b, d: jax.nn.relu(lax.psum((x @ a + c) @ b, "x") + d))
+mlp_gather = _mlp3(lambda x, a, c, b, d: jax.nn.relu(x @ lax.all_gather(a, "x", axis=1, tiled=True)
+                                                     + lax.all_gather(c, "x", tiled=True))
+                   @ lax.all_gather(b, "x", tiled=True) + d)
+mlp_b1_replicated_spec = _mlp3(lambda x, a, c, b, d: lax.psum(jax.nn.relu(x @ a + c) @ b, "x") + d,
+                               in_specs=(P(), P(None, "x"), P(), P("x", None), P()))
+mlp_list_specs = _mlp3(lambda x, a, c, b, d: lax.psum(jax.nn.relu(x @ a + c) @ b, "x") + d,
+                       in_specs=[P(), P(None, "x"), P("x"), P("x", None), P()])
 
 
-def test_row_parallel_right():
-    assert_pass(run("6.3b-3", row_parallel_matmul))
-    assert_pass(run("6.3b-3", row_parallel_matmul_inferred))
+def mlp_no_shard_map(x, w1, b1, w2, b2, mesh):
+    h = jax.nn.relu(x @ w1 + b1)
+    return jnp.matmul(h, w2, out_sharding=jax.NamedSharding(mesh, P())) + b2
 
 
-def test_row_parallel_wrong():
-    assert_fail(run("6.3b-3", row_parallel_gather), "all_gather")
-    assert_fail(run("6.3b-3", row_parallel_no_shard_map), "shard_map")
-    assert_fail(run("6.3b-3", row_parallel_loop), "ループ")
+def mlp_loop(x, w1, b1, w2, b2, mesh):
+    def local(x, a, c, b, d):
+        rows = [jax.nn.relu(x[i] @ a + c) @ b for i in range(x.shape[0])]
+        return lax.psum(jnp.stack(rows), "x") + d
+
+    return jax.shard_map(local, mesh=mesh, in_specs=SPECS3, out_specs=P())(x, w1, b1, w2, b2)
+
+
+def test_megatron_right():
+    assert_pass(run("6.3b-3", megatron_mlp))
+    assert_pass(run("6.3b-3", megatron_mlp_inferred))
+
+
+def test_megatron_wrong():
+    assert_fail(run("6.3b-3", mlp_gather), "all_gather")
+    assert_fail(run("6.3b-3", mlp_no_shard_map), "shard_map")
+    assert_fail(run("6.3b-3", mlp_loop), "ループ")
+    assert_fail(run("6.3b-3", mlp_no_b1), "b1")
+    assert_fail(run("6.3b-3", mlp_no_b2), "b2")
+    assert_fail(run("6.3b-3", mlp_no_relu), "ReLU")
+    assert_fail(run("6.3b-3", mlp_relu_after), "ReLU", "psum の後")
     assert_fail(run("6.3b-3", not_done), status="not_done")
 
 
 @multi
-def test_row_parallel_wrong_multi():
-    assert_fail(run("6.3b-3", row_parallel_concat), "部分積", "psum")
-    assert_fail(run("6.3b-3", row_parallel_no_check), "デバイス 0", "check_vma")
-    assert_fail(run("6.3b-3", row_parallel_wrong_spec), "in_specs")
+def test_megatron_wrong_multi():
+    assert_fail(run("6.3b-3", mlp_concat), "部分積", "psum")
+    assert_fail(run("6.3b-3", mlp_no_check), "デバイス 0", "check_vma")
+    assert_fail(run("6.3b-3", mlp_b2_before), f"{N} 回", "b2")
+    assert_fail(run("6.3b-3", mlp_b1_replicated_spec), "in_specs", "P('x')")
+
+
+def test_megatron_list_in_specs_is_explained():
+    # in_specs をリストで書くと JAX は pytree の構造エラーを出す: 直し方（タプル）を 1 行で言う
+    assert_fail(run("6.3b-3", mlp_list_specs), "リスト", "タプル")
 
 
 # 6.3b-4 sharded_softmax ---------------------------------------------------------------
@@ -402,3 +419,72 @@ def test_rs_wrong_multi():
 
 def test_wrong_type():
     assert_fail(run("6.3b-1", 3), "関数")
+
+
+# issue 13 の回帰テスト ------------------------------------------------------------------
+
+def softmax_mean_of_max(block):
+    # 変異体「pmax → pmean」: 数式の上では同じ softmax だが、値の幅が広い行では exp があふれる
+    m = lax.pmean(jnp.max(block, axis=1, keepdims=True), "x")
+    e = jnp.exp(block - m)
+    return e / lax.psum(jnp.sum(e, axis=1, keepdims=True), "x")
+
+
+def softmax_row_mean(block):
+    # 行の平均を引く: 値が 100 前後のときは通るが、幅の広い行ではあふれる
+    m = lax.psum(jnp.sum(block, axis=1, keepdims=True), "x") / (block.shape[1] * lax.axis_size("x"))
+    e = jnp.exp(block - m)
+    return e / lax.psum(jnp.sum(e, axis=1, keepdims=True), "x")
+
+
+def softmax_gather_stats(block):
+    # 最大値を all_gather してから max（統計量だけだが、問題の指定は pmax）
+    m = jnp.max(lax.all_gather(jnp.max(block, axis=1), "x"), axis=0)[:, None]
+    e = jnp.exp(block - m)
+    return e / lax.psum(jnp.sum(e, axis=1, keepdims=True), "x")
+
+
+def masked_mean_gather_stats(x, mask):
+    both = jnp.concatenate([mask @ x, jnp.sum(mask)[None]])
+    tot = jnp.sum(lax.all_gather(both, "x"), axis=0)
+    return tot[:-1] / tot[-1]
+
+
+def ring_rows(block):
+    # ブロックを行方向（axis=0）につないでしまう
+    n = lax.axis_size("x")
+    right = [(i, (i + 1) % n) for i in range(n)]
+    got, cur = [block], block
+    for _ in range(1, n):
+        cur = lax.ppermute(cur, "x", right)
+        got.append(cur)
+    return jnp.concatenate(got, axis=0)
+
+
+@multi
+def test_softmax_pmean_of_block_maxima_overflows_on_wide_rows():
+    res = run("6.3b-4", softmax_mean_of_max)
+    assert_fail(res, "幅が広い", "pmax", "inf")
+    assert "本当の最大値" in res.message
+    assert_fail(run("6.3b-4", softmax_row_mean), "幅が広い")
+
+
+def test_gathered_statistics_are_told_apart_from_gathered_data():
+    msg = run("6.3b-4", softmax_gather_stats).message
+    assert "pmax" in msg and "特徴そのもの" not in msg, msg
+    assert "特徴そのもの" in run("6.3b-4", softmax_gather).message
+    # 6.3b-1 は out_specs=P() なので、all_gather の結果（デバイスごとに違う値の扱い）は check_vma が止める
+    assert_fail(run("6.3b-1", masked_mean_gather_stats), "check_vma", "all_gather")
+
+
+@multi
+def test_ring_joined_along_rows_is_named():
+    assert_fail(run("6.3b-2", ring_rows), "axis=0", "axis=1")
+
+
+def test_no_dead_helpers_and_one_spelling_of_no_collectives():
+    from ch6.checks import s6_3b
+    from ch6.show import collectives_line
+
+    assert not hasattr(s6_3b, "_first") and not hasattr(s6_3b, "_fmt_counts")
+    assert s6_3b.collectives_line is collectives_line
