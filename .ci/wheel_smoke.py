@@ -46,7 +46,7 @@ def cell_for(book, check_id):
 good = cell_for(nb, "6.1-1")
 good.source = STUB.sub(BLOCK.search(cell_for(sol, "6.1-1").source).group(1), good.source, count=1)
 bad = cell_for(nb, "6.1-2")
-bad.source = STUB.sub(lambda m: f"{m.group('i')}return xs_t  # 間違い: 予測していない\n", bad.source, count=1)
+bad.source = STUB.sub(lambda m: f"{m.group('i')}return None  # 間違い: 何も計算していない\n", bad.source, count=1)
 assert "NotImplementedError" not in good.source and "NotImplementedError" not in bad.source
 learner = HERE / "tanaka_6_1_vmap.ipynb"
 nbformat.write(nb, learner)

@@ -32,12 +32,24 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_SIZE_LINE = re.compile(r"(?:one axis|most axes \((\d+) of them\)) had size (\d+)(?::|, e\.g\.) axis (\d+) of argument ([^\s;]+)")
+
+
+def vmap_sizes(msg: str) -> list[tuple[str, int, int, int]]:
+    """vmap の inconsistent sizes のメッセージ -> [(引数の名前, 軸, 大きさ, その大きさの軸の数)]。
+
+    JAX は同じ大きさの軸が 2 つ以上あると「most axes (2 of them) had size 7, e.g. axis 0 of argument c」と
+    1 つだけ例に挙げます。そのときの数は 2 以上です。"""
+    return [(name, int(axis), int(size), int(count or 1)) for count, size, axis, name in _SIZE_LINE.findall(msg)]
+
+
 def _sizes(msg: str) -> str:
-    """vmap の inconsistent sizes から「引数 … は大きさ N」の並びを取り出す。"""
-    parts = re.findall(r"axis had size (\d+): axis (\d+) of argument ([^\s;]+)", msg)
-    if not parts:
-        parts = [(s, a, "") for s, a in re.findall(r"size (\d+)[^;]*?axis (\d+)", msg)]
-    return "、".join(f"{name or '引数'} の {axis} 軸が {size}" for size, axis, name in parts)
+    """vmap の inconsistent sizes から「引数 … の N 軸が大きさ S」の並びを取り出す。"""
+    parts = vmap_sizes(msg)
+    if parts:
+        return "、".join(f"{name} の {axis} 軸{f'など {count} 個' if count > 1 else ''}が {size}"
+                        for name, axis, size, count in parts)
+    return "、".join(f"引数の {a} 軸が {s}" for s, a in re.findall(r"size (\d+)[^;]*?axis (\d+)", msg))
 
 
 # (例外の型名の正規表現, メッセージの正規表現, 日本語を作る関数)
@@ -45,6 +57,13 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
     ("ValueError", re.compile(r"vmap got inconsistent sizes for array axes to be mapped", re.S),
      lambda m, msg: f"vmap でバッチにする軸の大きさがそろっていません（{_sizes(msg) or '大きさの違う軸があります'}）。"
                     "in_axes で、どの引数のどの軸をバッチにするかを確かめてください。"),
+    ("ValueError", re.compile(r"vmap was requested to map its argument along axis (-?\d+), which implies that its rank "
+                              r"should be at least (\d+), but is only (\d+) \(its shape is (\(.*?\))\)"),
+     lambda m, msg: f"in_axes で {m.group(1)} 軸目をバッチにするよう指定した引数が、形 {m.group(4)}（{m.group(3)} 次元）しか"
+                    f"ありません。その引数のどの軸がバッチか（全サンプルで共通なら None）を確かめてください。"),
+    ("ValueError", re.compile(r"vmap must have at least one non-None value in in_axes"),
+     lambda m, msg: "vmap の in_axes がすべて None で、バッチにする引数が 1 つもありません。"
+                    "サンプルごとに違う引数の軸（たいていは 0）を指定してください。"),
     ("ValueError", re.compile(r"vmap in_axes specification must be a tree prefix"),
      lambda m, msg: "vmap の in_axes の形が引数の形（pytree の構造）と合いません。引数 1 つにつき 1 つの指定を、"
                     "同じ入れ子の形で渡してください。"),
