@@ -382,7 +382,7 @@ def shardings(items: Sequence[tuple[str, object]], title: str | None = None, nco
     for _, x in items:
         shape = tuple(x.shape)
         rows, cols = (1, shape[0]) if len(shape) == 1 else (shape[0], shape[1]) if len(shape) > 1 else (1, 1)
-        h = 0.4 if len(shape) < 2 else float(np.clip(pw * rows / max(cols, 1), 0.8, tall))
+        h = 0.4 if len(shape) < 2 else float(np.clip(pw * rows / max(cols, 1), 1.1, tall))
         dims.append((rows, cols, h))
     grid_rows = [list(range(i, min(i + ncols, len(items)))) for i in range(0, len(items), ncols)]
     row_h = [max(dims[i][2] for i in r) + head for r in grid_rows]
