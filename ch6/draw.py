@@ -106,7 +106,9 @@ def mesh(m, title: str | None = None) -> Drawing:
 
 def _spec_text(x) -> str:
     spec = getattr(getattr(x, "sharding", None), "spec", None)
-    return f"P{tuple(spec)}" if spec is not None else type(getattr(x, "sharding", None)).__name__
+    if spec is None:
+        return type(getattr(x, "sharding", None)).__name__
+    return "P(" + ", ".join(repr(e) for e in spec) + ")"  # P('data',) ではなく P('data')
 
 
 def shard_layout(x) -> dict[tuple[int, int, int, int], list[int]]:
@@ -415,3 +417,79 @@ def shardings(items: Sequence[tuple[str, object]], title: str | None = None, nco
         y += row_h[r]
     _finish(ax, total_w, total_h, title)
     return Drawing(fig, "シャーディング: " + "、".join(label for label, _ in items))
+
+
+# ---------------------------------------------------------------- vmap のバッチ軸（in_axes / out_axes）
+
+def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, object], out_axes: int = 0,
+              title: str | None = None, limit: int = 12) -> Drawing:
+    """vmap が引数のどの軸をバッチにし、出力のどの軸にバッチを置いたかを、実際の配列の形から描く。
+
+    inputs = [(名前, 配列), ...]、in_axes = 引数ごとの軸（整数 1 つなら全部の引数に同じ軸、None は全サンプル共通）、
+    output = (名前, vmap の出力), out_axes = 出力のバッチの軸。0〜2 次元の配列を、要素 1 つを 1 マスにした格子で描き、
+    バッチの軸に沿った b 番目の切り口をサンプル b の色で塗る（共通の引数は白）。1 つの軸に limit マスより多ければ、
+    先頭の limit マスだけを描いて「…」を添える。バッチの大きさが引数と出力で食い違えば ValueError。"""
+    inputs = list(inputs)
+    axes = list(in_axes) if isinstance(in_axes, (tuple, list)) else [in_axes] * len(inputs)
+    if len(axes) != len(inputs):
+        raise ValueError(f"in_axes has {len(axes)} entries for {len(inputs)} inputs")
+    panels = [(name, tuple(np.shape(x)), ax, f"in_axes={ax}") for (name, x), ax in zip(inputs, axes)]
+    panels.append((output[0], tuple(np.shape(output[1])), out_axes, f"out_axes={out_axes}"))
+    sizes = set()
+    for name, shape, ax, _ in panels:
+        if len(shape) > 2:
+            raise ValueError(f"{name}: only arrays of 0 to 2 dimensions can be drawn, got shape {shape}")
+        if ax is None:
+            continue
+        if not shape or not -len(shape) <= ax < len(shape):
+            raise ValueError(f"{name}: axis {ax} is out of range for shape {shape}")
+        sizes.add(shape[ax % len(shape)])
+    if len(sizes) != 1:
+        raise ValueError(f"the batch sizes disagree: {sorted(sizes)}")
+    batch = sizes.pop()
+    cell, gap, head, arrow = 0.3, 0.6, 1.1, 1.0          # 単位はインチ
+    grids = []
+    for name, shape, ax, note in panels:
+        rows, cols = shape if len(shape) == 2 else ((1, shape[0]) if len(shape) == 1 else (1, 1))
+        grids.append((name, shape, ax, note, min(rows, limit), min(cols, limit), rows > limit, cols > limit))
+    widths = [max(g[5] * cell, 1.3) for g in grids]
+    heights = [g[4] * cell for g in grids]
+    # 引数のパネルを gap ずつあけて並べ、出力のパネルの前には矢印の幅 arrow をあける
+    lefts, x = [], 0.0
+    for k, w in enumerate(widths):
+        if k == len(grids) - 1:
+            x += arrow - gap
+        lefts.append(x)
+        x += w + gap
+    total_w = x - gap
+    total_h = head + max(heights) + 0.45
+    fig, ax_ = _figure(total_w + 0.3, total_h + 0.5)
+    for k, ((name, shape, bax, note, rows, cols, more_r, more_c), w, x0) in enumerate(zip(grids, widths, lefts)):
+        left = x0 + (w - cols * cell) / 2
+        if k == len(grids) - 1:                           # 出力の前に矢印
+            prev_end = lefts[k - 1] + widths[k - 1] if k else 0.0
+            y = head + heights[k] / 2
+            ax_.annotate("", xy=(left - 0.08, y), xytext=(prev_end + 0.08, y), arrowprops=dict(arrowstyle="->", lw=1.5))
+            ax_.text((prev_end + left) / 2, y - 0.06, "vmap", ha="center", va="bottom", fontsize=9)
+        ax_.text(x0 + w / 2, head - 0.08, f"{name}\n形 {shape}\n{note}", ha="center", va="bottom", fontsize=8,
+                 linespacing=1.15)
+        bdim = None if bax is None else bax % len(shape)
+        for r in range(rows):
+            for c in range(cols):
+                if bdim is None:
+                    face = "#ffffff"
+                else:
+                    b = (r, c)[bdim] if len(shape) == 2 else c
+                    face = color(b)
+                _box(ax_, left + c * cell, head + r * cell, cell, cell, face, "")
+        if more_c:
+            ax_.text(left + cols * cell + 0.05, head + rows * cell / 2, "…", ha="left", va="center", fontsize=9)
+        if more_r:
+            ax_.text(left + cols * cell / 2, head + rows * cell + 0.02, "…", ha="center", va="top", fontsize=9, rotation=90)
+    shown = min(batch, limit)
+    legend = f"色 = サンプルの番号（0〜{batch - 1}）、白 = 全サンプル共通"
+    if batch > limit:
+        legend += f"（色を付けたのは先頭の {shown} 個）"
+    ax_.text(total_w / 2, total_h - 0.05, legend, ha="center", va="top", fontsize=8)
+    _finish(ax_, total_w, total_h + 0.25, title or f"vmap のバッチ軸（バッチ {batch}）")
+    return Drawing(fig, "vmap: " + "、".join(f"{n} {note}" for n, _, _, note, *_ in grids))
