@@ -7,6 +7,7 @@
 
 提出物は演習の中身によらない作り方をします（関数名と番号は演習ノートブックから読み、正解は解答ノートブックの
 セル、間違いは「文字列を返す」「例外を送出する」「終わらない」）。6.1 の演習が変わっても、このテストは変わりません。
+関数を試すだけの例のセルは、配るノートブック（--reference）からも提出物からも除きます（採点には要らず、時間だけかかる）。
 チェックそれぞれのメッセージは tests/test_checks_*.py が確かめます。
 部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード、表）は tests/test_grading_*.py で
 カーネルなしに確かめます。
@@ -31,7 +32,7 @@ from ch6.grading.model import ExerciseResult, Row
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
-TIMEOUT, CHECK_TIMEOUT = 15, 10
+TIMEOUT, CHECK_TIMEOUT = 20, 20
 JOBS = 4  # 時間切れを待つあいだはカーネルが眠っているので、コア数より多く並べても遅くならない
 
 pytestmark = pytest.mark.skipif(not (SOLUTION.exists() and EXERCISE.exists()),
@@ -98,6 +99,14 @@ def _save(nb, path):
     nbformat.write(nb, str(path))
 
 
+def _lean(nb):
+    """例のセルを除く: コードセルは最初の 2 つ（セットアップと import）と、演習の関数を定義するセルだけ残す。"""
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    keep = set(code[:2]) | {i for i in code if any(re.search(rf"^def {f}\(", nb.cells[i].source, re.M) for f in F)}
+    nb.cells = [c for i, c in enumerate(nb.cells) if c.cell_type != "code" or i in keep]
+    return nb
+
+
 def _marks(*first, rest):
     return "".join(first) + rest * (N - len(first))
 
@@ -109,8 +118,9 @@ TAMPER = ("採点に使う仕組み（{}）に触れるコードがあります�
 CALLS_CHANGED = "チェックの呼び出しが書き換えられたか消されています（{}）。採点は講座のチェックで行いました。"
 
 
-def _build(folder: Path) -> dict[str, dict]:
-    sol, ex = _read(SOLUTION), _read(EXERCISE)
+def _build(folder: Path, reference: Path) -> dict[str, dict]:
+    sol, ex = _lean(_read(SOLUTION)), _lean(_read(EXERCISE))
+    _save(ex, reference / EXERCISE.name)  # 配った演習ノートブック（例のセルなし）
     exp: dict[str, dict] = {}
 
     # 正解（解答ノートブックそのもの）
@@ -187,7 +197,8 @@ def _build(folder: Path) -> dict[str, dict]:
     _set_def(nb, F[0], WRONG)
     _drop_check(nb, IDS[0], f'print("✅ [{IDS[0]}] {F[0]}: 正解です。")')
     _drop_check(nb, IDS[1])
-    nb.cells.insert(2, nbformat.v4.new_code_cell(
+    after_imports = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"][1] + 1  # 演習のセルより前
+    nb.cells.insert(after_imports, nbformat.v4.new_code_cell(
         "import os, sys\n"
         "os.makedirs('ch6', exist_ok=True)\n"
         "open('ch6/__init__.py', 'w').write('')\n"
@@ -264,9 +275,10 @@ def _build(folder: Path) -> dict[str, dict]:
 def graded(tmp_path_factory):
     assert N >= 6, "このテストは 6 問以上ある演習ノートブックを前提にしています"
     folder = tmp_path_factory.mktemp("class")
-    subs = folder / "提出"
+    subs, reference = folder / "提出", folder / "配布"
     subs.mkdir()
-    expected = _build(subs)
+    reference.mkdir()
+    expected = _build(subs, reference)
     (subs / ".ipynb_checkpoints").mkdir()
     (subs / ".ipynb_checkpoints" / "aoki_6_1_vmap-checkpoint.ipynb").write_text("{}")
     out_csv, out_json = folder / "seiseki.csv", folder / "seiseki.json"
@@ -275,10 +287,10 @@ def graded(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        # --reference: いまの exercises/ と比べる（同梱の exercises.json が最新かは test_grading_exercises.py が見る）
+        # --reference: 配ったノートブック（同梱の exercises.json が exercises/ と同じかは test_grading_exercises.py が見る）
         rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", str(JOBS),
                        "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
-                       "--reference", str(EXERCISE.parent), "--quiet"])
+                       "--reference", str(reference), "--quiet"])
     assert rc == 0
     data = json.loads(out_json.read_text(encoding="utf-8"))
     return expected, data, buf.getvalue(), out_csv
