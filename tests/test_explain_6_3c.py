@@ -23,6 +23,6 @@ def test_out_specs_replication_is_explained():
 
 def test_in_specs_mismatch_is_explained_with_both_specs():
     mesh = jax.make_mesh((jax.device_count(),), ("data",))
-    text = _raise(lambda: jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("data"), out_specs=P("data"))(jnp.ones(8)))
+    text = _raise(lambda: jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("data"), out_specs=P("data"))(jnp.ones(2 * jax.device_count())))
     assert "in_specs（smap では in_axes）の P('data',)" in text
     assert "P(None,)" in text and "jax.reshard" in text
