@@ -214,7 +214,7 @@ def check_standardize_smap(fn):
         if getattr(z, "shape", None) == (n, per, d) and n > 1:
             raise Fail(f"z の形が {(n, per, d)} で、pmap のようにデバイスごとに積み重なっています。"
                        "smap の out_axes=0 は各デバイスのブロックを 0 軸目につなげ、形 (N, d) のグローバル配列で返します。")
-        expect_shape(z, (n * per, d), "z", "入力 x と同じ形で返します。")
+        expect_shape(z, (n * per, d), "z（1 つ目の戻り値）", "入力 x と同じ形で返します。")
         mshape = getattr(mean, "shape", None)
         if n > 1 and mshape == (n * d,):
             raise Fail(f"mean の形が {(n * d,)} で、各デバイスの平均が out_axes=0 でつなげられています。"
@@ -231,7 +231,7 @@ def check_standardize_smap(fn):
         if n > 1 and _close(z, ref["mean_of_local_var"], rtol=1e-3, atol=1e-4):
             raise Fail("分散が、各デバイスの分散（自分の平均からのずれ）の平均になっています。"
                        "全体の平均 mean からのずれの 2 乗を、全デバイスで平均します。")
-        expect_close(z, want_z, "z", rtol=1e-3, atol=1e-4,
+        expect_close(z, want_z, "z（1 つ目の戻り値）", rtol=1e-3, atol=1e-4,
                      hint="全データの列平均と分散で (x - mean) / sqrt(var + eps) を計算します。")
 
         z_ok = isinstance(getattr(z, "sharding", None), jax.sharding.Sharding) and \
