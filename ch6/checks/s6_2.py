@@ -208,7 +208,7 @@ def check_ring_shift(fn):
     prims = _prims(lambda a: fn(a, 1), xs)
     if "ppermute" not in prims:
         how = "all_gather で全部集めてから選ぶと通信が n 倍です。" if "all_gather" in prims else \
-            "jnp.roll は 1 台の上での並べ替えで、デバイス間の送受信ではありません。"
+            "jnp.roll は 1 つのデバイスの中での並べ替えで、デバイス間の送受信ではありません。"
         raise Fail(f"値は合っていますが、jaxpr に ppermute が見つかりません。{how}"
                    "pmap の中で lax.ppermute を使いましょう。")
     return f"{n} デバイスの環で shift={shifts} がすべて一致し、ppermute で送っています。"
