@@ -230,3 +230,13 @@ def test_6_2_3_wrong():
     expect("6.2-3", bad_perm, "error", "ValueError")
     expect("6.2-3", not_done, "not_done")
     expect("6.2-3", boom, "error", "ZeroDivisionError")
+
+
+def test_6_2_unbound_axis_gives_no_shard_map_advice():
+    # issue 13: JAX の原文の助言（"please call psum under `jax.shard_map`"）は pmap の演習には誤り。日本語の説明だけを出す
+    wrong_name = lambda xs: jax.pmap(lambda x: x / lax.psum(x.sum(), "j"), axis_name="i")(xs)  # noqa: E731
+    r = run_check("6.2-1", wrong_name)
+    assert r.status == "error" and "軸の名前 j" in r.message, r.message
+    assert "shard_map" not in r.message, r.message
+    r = run_check("6.2-2", sgd_fixed_axis)
+    assert r.status == "fail" and "shard_map" not in r.message, r.message
