@@ -77,7 +77,7 @@ def tokens_set_mesh_list(tokens, mask, mesh):
 def tokens_reshard(tokens, mask, mesh):
     # Explicit のメッシュなら jax.reshard でも置ける
     return (jax.reshard(tokens, NamedSharding(mesh, P("data", "model"))),
-            jax.reshard(mask, NamedSharding(mesh, P("data", "model", ))))
+            jax.reshard(mask, NamedSharding(mesh, P("data", "model"))))
 
 
 def test_place_tokens_right_in_every_spelling():

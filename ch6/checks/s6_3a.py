@@ -478,7 +478,7 @@ def check_shard_gated_mlp(fn):
     if norm_spec(typ.sharding.spec) != ("data",):
         raise Fail(f"gated_mlp の出力の型が P('data', None) になりません（{typ}）。")
     if m == 1:
-        return ("隠れ層の軸を 'model' で分けました（model 軸の長さが 1 なので、通信もメモリの削減も現れません。"
+        return ("隠れ層の軸を 'model' で分割しました（model 軸の長さが 1 なので、通信もメモリの削減も現れません。"
                 "デバイスが偶数個なら現れます）。")
     if counts != {"all-reduce": 1}:
         raise Fail(f"gated_mlp の通信が期待と違います: 期待 all-reduce ×1 だけ、実際 {collectives_line(counts)}。")
