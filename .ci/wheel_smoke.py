@@ -72,6 +72,7 @@ print("ch6-grade:", graded)
 assert graded["6.1-1"] == "pass" and graded["6.1-2"] == "fail", graded
 assert all(v == "not_done" for k, v in graded.items() if k not in ("6.1-1", "6.1-2")), graded
 assert row["learner"] == "tanaka", row["learner"]
+assert row["notebook"] == "6_1_vmap", f"grading did not find its data file in the wheel: {row['notebook']}"
 print("ok: ch6-grade agrees with the notebook")
 
 # 4. 6.6: 2 プロセス × CPU 2 デバイス

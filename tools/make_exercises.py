@@ -6,6 +6,7 @@
   解答ブロックは関数の本体の中に置く決まりです（トップレベルは拒否）。
 - マークダウンの ``<!-- BEGIN SOLUTION -->`` 〜 ``<!-- END SOLUTION -->`` は取り除く。
 - 作った演習ノートブックを実行して、出力を保存する。
+- 採点用のデータ ``ch6/grading/exercises.json`` も exercises/ から作り直す（``--check`` はそのずれも見る）。
 
 使い方::
 
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ch6 import nbrun  # noqa: E402
+from ch6.grading import exercises as grading_data  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
 import nbtemplate  # noqa: E402
@@ -107,12 +109,16 @@ def main(argv=None) -> int:
         ex, secs = nbrun.execute(ex, cwd=target.parent, devices=args.devices)
         nbrun.write(ex, target)
         print(f"exercises/{sol.name}: {secs:.1f} s")
+    # 採点が知っていること（ch6/grading/exercises.json）も exercises/ から作り直す
+    data_args = ["--check"] if args.check else []
+    if grading_data.main(data_args + [str(ROOT / "exercises")]) != 0:
+        stale.append("ch6/grading/exercises.json")
     if stale:
         print("exercises/ is out of date for: " + ", ".join(stale))
         print("run: make exercises")
         return 1
     if args.check:
-        print(f"exercises/ is up to date ({len(sols)} notebook(s))")
+        print(f"exercises/ is up to date ({len(sols)} notebook(s)), and so is ch6/grading/exercises.json")
     return 0
 
 
