@@ -493,3 +493,75 @@ def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, 
     ax_.text(total_w / 2, total_h - 0.05, legend, ha="center", va="top", fontsize=8)
     _finish(ax_, total_w, total_h + 0.25, title or f"vmap のバッチ軸（バッチ {batch}）")
     return Drawing(fig, "vmap: " + "、".join(f"{n} {note}" for n, _, _, note, *_ in grids))
+
+
+# ---------------------------------------------------------------- 判断の流れ図
+
+_FLOW_FILLS = [("#fff4d6", "#b8860b"), ("#dcebff", "#2f5d9f"), ("#eeeeee", "#777777"), ("#e3f4e1", "#3d7a3a"),
+               ("#fde2e4", "#a8324a")]
+
+
+def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
+              edges: Sequence[tuple[str, str, str]], title: str | None = None,
+              box: tuple[float, float] = (2.3, 0.9), dashed: Sequence[tuple[str, str]] = ()) -> Drawing:
+    """判断の流れ図を、節と矢印の表から描く（6.5 の「どれを使うか」など）。
+
+    nodes = [(名前, 箱の文字, 種類, (x, y)), ...]。(x, y) は箱の中心（単位はインチ、y は下向き）。
+    種類ごとに色を決め（出てきた順に、淡い黄・青・灰・緑・赤）、図の下に種類の凡例を置く。
+    edges = [(から, へ, ラベル), ...]。下の段へは箱の下端から上端へ、同じ高さなら横の辺どうしを結ぶ。
+    dashed に (から, へ) を入れた矢印は破線（本筋ではない道）。知らない名前の矢印は ValueError。"""
+    from matplotlib.patches import FancyBboxPatch
+
+    pos = {name: (float(x), float(y)) for name, _, _, (x, y) in nodes}
+    if len(pos) != len(nodes):
+        raise ValueError("node names must be unique")
+    for a, b, _ in edges:
+        if a not in pos or b not in pos:
+            raise ValueError(f"edge {a!r} -> {b!r} names an unknown node")
+    kinds = list(dict.fromkeys(kind for _, _, kind, _ in nodes))
+    if len(kinds) > len(_FLOW_FILLS):
+        raise ValueError(f"at most {len(_FLOW_FILLS)} kinds of node, got {len(kinds)}")
+    w, h = box
+    xs = [x for x, _ in pos.values()]
+    ys = [y for _, y in pos.values()]
+    left, right = min(xs) - w / 2, max(xs) + w / 2
+    top, bottom = min(ys) - h / 2, max(ys) + h / 2
+    legend_h = 0.45
+    fig, ax = _figure(right - left + 0.3, bottom - top + legend_h + 0.6)
+    for name, text, kind, _ in nodes:
+        x, y = pos[name]
+        face, edge = _FLOW_FILLS[kinds.index(kind)]
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.12",
+                                    facecolor=face, edgecolor=edge, linewidth=1.4))
+        ax.text(x, y, text, ha="center", va="center", fontsize=9, linespacing=1.2)
+    dashed = {tuple(e) for e in dashed}
+    for a, b, label in edges:
+        (x0, y0), (x1, y1) = pos[a], pos[b]
+        if abs(y1 - y0) < 1e-6:                      # 同じ高さ: 横の辺どうし
+            sx = 1 if x1 > x0 else -1
+            start, end = (x0 + sx * w / 2, y0), (x1 - sx * w / 2, y1)
+        else:                                        # 下（または上）の段へ: 下端から上端へ
+            sy = 1 if y1 > y0 else -1
+            start, end = (x0, y0 + sy * h / 2), (x1, y1 - sy * h / 2)
+        ax.annotate("", xy=end, xytext=start,
+                    arrowprops=dict(arrowstyle="-|>", lw=1.3, color="#444444",
+                                    linestyle="--" if (a, b) in dashed else "-"))
+        if label:
+            mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+            ax.text(mx, my, label, ha="center", va="center", fontsize=8.5, color="#333333",
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
+    # 凡例: 種類ごとの色
+    lx, ly = left, bottom + 0.25
+    for kind in kinds:
+        face, edge = _FLOW_FILLS[kinds.index(kind)]
+        ax.add_patch(FancyBboxPatch((lx, ly), 0.3, 0.22, boxstyle="round,pad=0,rounding_size=0.05",
+                                    facecolor=face, edgecolor=edge, linewidth=1.2))
+        ax.text(lx + 0.38, ly + 0.11, kind, ha="left", va="center", fontsize=8.5)
+        lx += 0.6 + 0.17 * len(kind) + 0.3
+    ax.set_xlim(left - 0.1, right + 0.1)
+    ax.set_ylim(bottom + legend_h + 0.1, top - 0.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=11)
+    return Drawing(fig, "流れ図: " + "、".join(text.split("\n")[0] for _, text, _, _ in nodes))
