@@ -73,6 +73,12 @@ def _one_line(text: str, limit: int = 160) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
+def _is_stub(exc: NotImplementedError) -> bool:
+    """演習の「まだ」の印（メッセージのない raise NotImplementedError、nbgrader のスタブも同じ）か。
+    JAX などのライブラリがメッセージつきで送出する NotImplementedError は学習者のエラーとして扱う。"""
+    return not exc.args or not str(exc.args[0]).strip()
+
+
 def call(fn: Callable, *args, **kwargs):
     """学習者の関数を呼ぶ。NotImplementedError は NotDone、それ以外の例外は LearnerError に。"""
     if not callable(fn):
@@ -80,7 +86,7 @@ def call(fn: Callable, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
-        raise NotDone() from exc
+        raise (NotDone() if _is_stub(exc) else LearnerError(exc)) from exc
     except (Fail, NotDone, LearnerError):
         raise
     except Exception as exc:  # 学習者のコードの中の例外
@@ -188,7 +194,7 @@ def _trace(fn, args, axis_env=None):
         kw = {"axis_env": axis_env} if axis_env else {}
         closed = jax.make_jaxpr(traced, **kw)(*arrays)
     except NotImplementedError as exc:
-        raise NotDone() from exc
+        raise (NotDone() if _is_stub(exc) else LearnerError(exc)) from exc
     except Exception as exc:
         raise LearnerError(exc) from exc
     return closed.jaxpr

@@ -72,3 +72,15 @@ def test_every_check_reports_not_done_for_a_stub():
 def test_every_check_module_loads():
     assert _core.load_errors() == {}
     assert len(_core.registry()) >= 6
+
+
+def test_a_library_not_implemented_error_is_not_reported_as_not_done():
+    def uses_unsupported(*args):
+        raise NotImplementedError("this primitive is not supported on this backend")
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert run_check("6.1-1", stub).status == "not_done"
+    r = run_check("6.1-1", uses_unsupported)
+    assert r.status == "error" and "not supported" in r.message
