@@ -1,16 +1,18 @@
 """6.4 組み合わせパターンの演習チェック。
 
 どのチェックも、ノートブックにない形と乱数で作った入力（隠し入力）で学習者の関数を呼びます。
-参照は NumPy（6.4-1, 6.4-2）か、1 デバイスで動かした同じ計算（6.4-3）です。
+参照は NumPy（6.4-1, 6.4-2, 6.4-4）か、1 デバイスで動かした同じ計算（6.4-3）です。
 デバイスが関わるチェック（6.4-3, 6.4-4）は ch6.meshes でデバイスの数からメッシュを作るので、
 1 から 8 のどのデバイス数でも動きます（2 のべき乗でなくてもよい）。
+
+学習者が返した値は、使う前に形・型・順番を確かめます（学習者の誤りを「チェッカー内部の問題」にしない）。
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._core import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop
-from .._core import f32 as _f32, hidden_rng
+from .. import explain
+from ..checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32, hidden_rng
 from ..meshes import mesh_1d, mesh_2d
 
 
@@ -18,31 +20,35 @@ def _rng(tag: int) -> np.random.Generator:
     return hidden_rng(64_000 + tag)
 
 
-
 def _shape(x):
     shape = getattr(x, "shape", None)
     return tuple(shape) if shape is not None else None
 
 
-def _close(got, want, rtol=1e-4, atol=1e-5) -> bool:
+def _matches(got, want, rtol=1e-4, atol=1e-5) -> bool:
+    """expect_close（共通の比較）が通るか。誤りの種類を見分けるために使う。"""
     try:
-        g = np.asarray(got, dtype=np.float64)
-    except Exception:
+        expect_close(got, want, rtol=rtol, atol=atol)
+    except Fail:
         return False
-    return g.shape == np.shape(want) and bool(np.allclose(g, want, rtol=rtol, atol=atol))
+    return True
 
 
 # 6.4-1 -------------------------------------------------------------------------------
-# 1 サンプル用の損失をバッチ平均にする（vmap）
+# 1 サンプル用の損失をバッチ平均にする（vmap）。バッチは xs の 1 軸目（列）にある
 
-def _loss1_factory():
+def _loss1_factory(d: int):
     import jax.numpy as jnp
 
     def sample_loss(params, x, y):
-        """隠しモデル: x (d,), y () の 1 サンプル用。バッチがそのまま来たら知らせる。"""
-        if getattr(x, "ndim", 1) != 1:
-            raise Fail(f"sample_loss に形 {tuple(x.shape)} のバッチがそのまま渡されました。"
-                       "sample_loss は 1 サンプル用です: jax.vmap(sample_loss, in_axes=(None, 0, 0)) で包みましょう。")
+        """隠しモデル: x (d,), y () の 1 サンプル用。1 サンプルでないものが来たら知らせる。"""
+        shape = tuple(getattr(x, "shape", ()))
+        if len(shape) != 1:
+            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの形 ({d},)）。"
+                       "sample_loss は 1 サンプル用です: vmap で包み、in_axes でバッチの軸を指定しましょう。")
+        if shape != (d,):
+            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの特徴 ({d},)）。"
+                       "xs の形は (特徴, バッチ) なので、バッチは 1 軸目です: in_axes=(None, 1, 0)。")
         pred = params["v"] @ jnp.tanh(params["W"] @ x + params["b"])
         return (pred - y) ** 2
 
@@ -50,7 +56,7 @@ def _loss1_factory():
 
 
 def _loss1_np(params, xs, ys):
-    pred = np.tanh(xs @ params["W"].T + params["b"]) @ params["v"]
+    pred = np.tanh(xs.T @ params["W"].T + params["b"]) @ params["v"]  # xs は (d, B)
     return (pred - ys) ** 2  # (B,)
 
 
@@ -58,62 +64,82 @@ def _loss1_np(params, xs, ys):
 def check_batched_loss(fn):
     rng = _rng(1)
     d, h, b = 5, 7, 13
-    params = {"W": _f32(rng.normal(size=(h, d)) * 0.6), "b": _f32(rng.normal(size=(h,)) * 0.1),
-              "v": _f32(rng.normal(size=(h,)))}
+    params = {"W": f32(rng.normal(size=(h, d)) * 0.6), "b": f32(rng.normal(size=(h,)) * 0.1),
+              "v": f32(rng.normal(size=(h,)))}
 
     def data(n):
-        return _f32(rng.normal(size=(n, d))), _f32(rng.normal(size=(n,)))
+        return f32(rng.normal(size=(d, n))), f32(rng.normal(size=(n,)))  # xs は (特徴, バッチ)
 
     xs, ys = data(b)
-    sample_loss = _loss1_factory()
+    sample_loss = _loss1_factory(d)
     per_example = _loss1_np(params, xs, ys)
     want = float(per_example.mean())
     try:
         got = call(fn, sample_loss, params, xs, ys)
     except LearnerError as exc:
-        if "inconsistent sizes" in str(exc.exc):
-            raise Fail("vmap が params まで 0 軸でバッチ化しようとしています（inconsistent sizes）。"
-                       "params は全サンプル共通なので in_axes=(None, 0, 0) です。") from None
+        text = str(exc.exc)
+        if "inconsistent sizes" in text and "argument params" in text:
+            raise Fail("vmap が params までバッチ化しようとしています（inconsistent sizes）。"
+                       "params は全サンプル共通なので、in_axes の最初は None です。") from None
+        if "inconsistent sizes" in text:
+            raise Fail(f"vmap の軸の大きさがそろいません（inconsistent sizes）: xs の形は (特徴 {d}, バッチ {b}) で、"
+                       "バッチは 1 軸目です。in_axes=(None, 1, 0) としましょう。") from None
         raise
     shape = _shape(got)
     if shape == (b,):
         raise Fail(f"形 ({b},) のサンプルごとの損失が返りました。期待はスカラー（平均）です。"
                    "最後に jnp.mean で平均を取りましょう。")
-    if shape == () and _close(got, per_example.sum(), rtol=1e-4, atol=1e-4):
+    if shape == () and _matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
         raise Fail(f"合計 {float(np.asarray(got)):.4g} が返りました。期待は平均 {want:.4g} です。"
                    "jnp.sum ではなく jnp.mean を使いましょう。")
     expect_close(got, np.float64(want), "batched_loss の値", rtol=1e-4, atol=1e-5,
-                 hint="各サンプルの損失を vmap で求め、jnp.mean で平均します。")
+                 hint="xs の 1 軸目がバッチです。各サンプルの損失を vmap で求め、jnp.mean で平均します。")
     expect_no_batch_loop(fn, lambda n: (sample_loss, params, *data(n)))
-    return f"隠し入力（{b} サンプル、隠れ層 {h}）で平均損失が一致し、jaxpr はバッチサイズに依存しません。"
+    return (f"隠し入力（特徴 {d} × {b} サンプル、隠れ層 {h}）で平均損失が一致し、"
+            "jaxpr はバッチサイズに依存しません。")
 
 
 # 6.4-2 -------------------------------------------------------------------------------
-# サンプルごとの勾配をサンプルごとにクリップして平均する（DP-SGD の中心）
+# サンプルごとの勾配をサンプルごとにクリップして平均する（DP-SGD の中心）。
+# 1 サンプルは辞書 {"x", "y"}、params は入れ子の辞書
 
-def _loss2(params, x, y):
+def _loss2(params, example):
     import jax.numpy as jnp
 
-    return jnp.sum((jnp.tanh(params["W"] @ x + params["b"]) - y) ** 2)
+    x, y = example["x"], example["y"]
+    if getattr(x, "ndim", 1) != 1:
+        raise Fail(f"sample_loss に形 {tuple(x.shape)} の x（バッチのまま）が渡されました。"
+                   "sample_loss は 1 サンプル用です: jax.vmap(jax.grad(sample_loss), in_axes=(None, 0)) で包みましょう。")
+    t = jnp.tanh(params["enc"]["W"] @ x + params["enc"]["b"])
+    return jnp.sum((params["out"] * t - y) ** 2)
 
 
 def _grads2_np(params, xs, ys):
-    W, b = np.asarray(params["W"], np.float64), np.asarray(params["b"], np.float64)
-    t = np.tanh(xs @ W.T + b)
-    dz = 2 * (t - ys) * (1 - t ** 2)  # (B, h)
-    return {"W": dz[:, :, None] * xs[:, None, :], "b": dz}
+    W, b, out = (np.asarray(a, np.float64) for a in (params["enc"]["W"], params["enc"]["b"], params["out"]))
+    t = np.tanh(xs @ W.T + b)  # (B, h)
+    r = out * t - ys
+    dz = 2 * r * out * (1 - t ** 2)
+    return {"enc": {"W": dz[:, :, None] * xs[:, None, :], "b": dz}, "out": 2 * r * t}
+
+
+def _tmap(f, *trees):
+    import jax
+
+    return jax.tree.map(f, *trees)
 
 
 def _tree_norms(g):
-    return np.sqrt(sum((v.reshape(len(v), -1) ** 2).sum(1) for v in g.values()))
+    import jax
+
+    return np.sqrt(sum((v.reshape(len(v), -1) ** 2).sum(1) for v in jax.tree.leaves(g)))
 
 
 def _scale(g, s):
-    return {k: v * s.reshape((-1,) + (1,) * (v.ndim - 1)) for k, v in g.items()}
+    return _tmap(lambda v: v * s.reshape((-1,) + (1,) * (v.ndim - 1)), g)
 
 
 def _mean(g):
-    return {k: v.mean(0) for k, v in g.items()}
+    return _tmap(lambda v: v.mean(0), g)
 
 
 @exercise("6.4-2", "clipped_mean_grad")
@@ -122,52 +148,57 @@ def check_clipped_mean_grad(fn):
 
     rng = _rng(2)
     d, h, b = 5, 4, 12
-    params = {"W": _f32(rng.normal(size=(h, d)) * 0.7), "b": _f32(rng.normal(size=(h,)) * 0.2)}
+    params = {"enc": {"W": f32(rng.normal(size=(h, d)) * 0.7), "b": f32(rng.normal(size=(h,)) * 0.2)},
+              "out": f32(1.0 + 0.3 * rng.normal(size=(h,)))}
 
-    def data(n):
-        return _f32(rng.normal(size=(n, d))), _f32(rng.normal(size=(n, h)))
+    def batch(n):
+        return {"x": f32(rng.normal(size=(n, d))), "y": f32(rng.normal(size=(n, h)))}
 
-    xs, ys = data(b)
-    g = _grads2_np(params, xs, ys)
+    data = batch(b)
+    g = _grads2_np(params, data["x"], data["y"])
     norms = _tree_norms(g)
     max_norm = float(np.median(norms))  # 半分ほどのサンプルがクリップされる
     want = _mean(_scale(g, np.minimum(1.0, max_norm / norms)))
-    got = call(fn, _loss2, params, xs, ys, max_norm)
+    got = call(fn, _loss2, params, data, max_norm)
 
-    if jax.tree.structure(got) != jax.tree.structure(params):
-        raise Fail(f"返り値の pytree の構造が params と違います（期待 {jax.tree.structure(params)}）。"
-                   "勾配は params と同じ辞書 {'W': …, 'b': …} で返しましょう。")
-    for k in params:
-        if _shape(got[k]) == (b,) + params[k].shape:
-            raise Fail(f"葉 '{k}' の形が {(b,) + params[k].shape} で、サンプルごとの勾配のままです。"
+    structure = jax.tree.structure(params)
+    if jax.tree.structure(got) != structure:
+        raise Fail(f"返り値の pytree の構造が params と違います（期待 {structure}、実際 {jax.tree.structure(got)}）。"
+                   "勾配は params と同じ入れ子の辞書で返しましょう。")
+    names = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params)]
+    for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(params)):
+        if _shape(leaf) == (b,) + ref.shape:
+            raise Fail(f"葉 {name} の形が {(b,) + ref.shape} で、サンプルごとの勾配のままです。"
                        "クリップした後、バッチ軸（0 軸）で平均しましょう。")
+        if _shape(leaf) != ref.shape:
+            raise Fail(f"葉 {name} の形が違います: 期待 {ref.shape}、実際 {_shape(leaf)}。")
 
     def same(cand):
-        return all(_close(got[k], cand[k], rtol=1e-3, atol=1e-5) for k in params)
+        return all(_matches(a, c, rtol=1e-3, atol=1e-5) for a, c in zip(jax.tree.leaves(got), jax.tree.leaves(cand)))
 
     if not same(want):
         mean_g = _mean(g)
-        mean_norm = float(np.sqrt(sum((v ** 2).sum() for v in mean_g.values())))
-        per_leaf = _mean({k: v * np.minimum(1.0, max_norm / np.sqrt((v.reshape(b, -1) ** 2).sum(1))).reshape(
-            (-1,) + (1,) * (v.ndim - 1)) for k, v in g.items()})
+        mean_norm = float(np.sqrt(sum((v ** 2).sum() for v in jax.tree.leaves(mean_g))))
+        per_leaf = _mean(_tmap(lambda v: v * np.minimum(1.0, max_norm / np.sqrt((v.reshape(b, -1) ** 2).sum(1))).reshape(
+            (-1,) + (1,) * (v.ndim - 1)), g))
         if same(mean_g):
             raise Fail("サンプルごとにクリップされていません（クリップなしの平均勾配と同じ値です）。平均の前に、"
                        "サンプルごとの全体ノルム ‖g_i‖ を求めて min(1, max_norm/‖g_i‖) を掛けましょう。")
-        if same({k: v * min(1.0, max_norm / mean_norm) for k, v in mean_g.items()}):
+        if same(_tmap(lambda v: v * min(1.0, max_norm / mean_norm), mean_g)):
             raise Fail("平均をとってからクリップしています。DP-SGD では平均の前に、サンプルごとにクリップします。")
-        if same({k: v * b for k, v in want.items()}):
+        if same(_tmap(lambda v: v * b, want)):
             raise Fail(f"値が期待のちょうど {b} 倍（バッチサイズ倍）です: 合計になっています。バッチ軸で平均しましょう。")
         if same(per_leaf):
-            raise Fail("葉ごとに別々のノルムでクリップしています。ノルムは 1 サンプルの勾配全体（W と b をまとめた）で 1 つです。")
+            raise Fail("葉ごとに別々のノルムでクリップしています。ノルムは 1 サンプルの勾配全体（すべての葉をまとめた）で 1 つです。")
         if same(_mean(_scale(g, max_norm / norms))):
             raise Fail("すべてのサンプルをノルム max_norm にそろえています。小さい勾配は縮めも伸ばしもせず、"
                        "倍率は min(1, max_norm/‖g_i‖) です。")
-        for k in params:
-            expect_close(got[k], want[k], f"葉 '{k}' の値", rtol=1e-3, atol=1e-5,
-                         hint="vmap(grad(sample_loss), in_axes=(None, 0, 0)) → サンプルごとの全体ノルム → 倍率 → 平均 の順です。")
-    expect_no_batch_loop(fn, lambda n: (_loss2, params, *data(n), max_norm))
+        for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(want)):
+            expect_close(leaf, ref, f"葉 {name} ", rtol=1e-3, atol=1e-5,
+                         hint="vmap(grad(sample_loss), in_axes=(None, 0)) → サンプルごとの全体ノルム → 倍率 → 平均 の順です。")
+    expect_no_batch_loop(fn, lambda n: (_loss2, params, batch(n), max_norm))
     n_clipped = int((norms > max_norm).sum())
-    return f"隠し入力 {b} サンプル（うち {n_clipped} 件がクリップ対象）で一致し、jaxpr はバッチサイズに依存しません。"
+    return f"隠し入力 {b} サンプル（うち {n_clipped} 件がクリップ対象、葉 3 つの入れ子）で一致し、jaxpr はバッチサイズに依存しません。"
 
 
 # 6.4-3 -------------------------------------------------------------------------------
@@ -207,6 +238,44 @@ def _expect_replicated(tree, n, what):
                        "データ並列ではパラメータは全デバイスに複製（P()）のままです。")
 
 
+_STEP_OUT = ("params", "opt_state", "loss")
+
+
+def _role(x, params_def, state_def) -> str:
+    """学習ステップの返り値の 1 要素が、params・opt_state・loss のどれに見えるか（どれでもなければ型と形）。"""
+    import jax
+
+    try:
+        tree_def = jax.tree.structure(x)
+    except Exception:
+        tree_def = None
+    if tree_def == params_def:
+        return "params"
+    if tree_def == state_def:
+        return "opt_state"
+    shape = getattr(x, "shape", None)
+    if shape == () or isinstance(x, (float, int)) and not isinstance(x, bool):
+        return "loss"
+    return type(x).__name__ + (f"{tuple(shape)}" if shape is not None else "")
+
+
+def _expect_step_output(out, params_def, state_def):
+    """(params, opt_state, loss) の 3 つ組（タプルかリスト）を、使う前に確かめる。"""
+    want = "（新しい params, 新しい opt_state, loss）"
+    if not isinstance(out, (tuple, list)):
+        raise Fail(f"学習ステップは 3 つ組{want}をタプルかリストで返してください。実際は {type(out).__name__} です。")
+    if len(out) != 3:
+        raise Fail(f"学習ステップは 3 つ組{want}を返してください。実際は {len(out)} 要素です。")
+    roles = [_role(x, params_def, state_def) for x in out]
+    if tuple(roles) == _STEP_OUT:
+        return
+    got = "(" + ", ".join(roles) + ")"
+    if sorted(roles) == sorted(_STEP_OUT):
+        raise Fail(f"学習ステップの返り値の順番が違います: 期待 (params, opt_state, loss)、実際 {got}。")
+    raise Fail(f"学習ステップの返り値が 3 つ組{want}になっていません: 実際 {got}"
+               "（params と opt_state は入力と同じ構造、loss はスカラーです）。")
+
+
 _REF3: dict[int, tuple] = {}
 
 
@@ -221,15 +290,16 @@ def check_dp_train_step(fn):
     mesh = mesh_1d("data")
     rng = _rng(3)
     d_in, d_hid, d_out, bsz, steps = 3, 8, 2, 4 * n, 3
-    params = {"W1": _f32(rng.normal(size=(d_in, d_hid)) * 0.5), "b1": _f32(np.zeros(d_hid)),
-              "W2": _f32(rng.normal(size=(d_hid, d_out)) * 0.5), "b2": _f32(np.zeros(d_out))}
-    batches = [(_f32(rng.normal(size=(bsz, d_in))), _f32(rng.normal(size=(bsz, d_out)))) for _ in range(steps)]
+    params = {"W1": f32(rng.normal(size=(d_in, d_hid)) * 0.5), "b1": f32(np.zeros(d_hid)),
+              "W2": f32(rng.normal(size=(d_hid, d_out)) * 0.5), "b2": f32(np.zeros(d_out))}
+    batches = [(f32(rng.normal(size=(bsz, d_in))), f32(rng.normal(size=(bsz, d_out)))) for _ in range(steps)]
     optimizer = optax.adamw(learning_rate=0.05, weight_decay=0.1)  # 更新に params が要る
 
-    traced_types = []
+    now = [0]  # いま何ステップ目の呼び出しの中か（0 は make_dp_train_step の中）
+    calls = []  # loss_fn が呼ばれるたびに (ステップ, jit の中か, xs の型)
 
     def loss_fn(p, xs, ys):
-        traced_types.append(jax.typeof(xs))  # トレースのたびに記録（実行時は増えない）
+        calls.append((now[0], isinstance(xs, jax.core.Tracer), jax.typeof(xs)))
         return jnp.mean((_mlp3(p, xs) - ys) ** 2)
 
     # 参照: 1 デバイス（既定のデバイス）で同じ最適化を普通に回す
@@ -256,35 +326,38 @@ def check_dp_train_step(fn):
         rep = NamedSharding(mesh, P())
         p = jax.device_put(params, rep)
         s = optimizer.init(p)
+        params_def, state_def = jax.tree.structure(p), jax.tree.structure(s)
         step = call(fn, loss_fn, optimizer, mesh)
         if not callable(step):
             raise Fail(f"make_dp_train_step は関数（学習ステップ）を返すはずですが、{type(step).__name__} が返りました。")
         losses = []
-        for xs, ys in batches:
+        for i, (xs, ys) in enumerate(batches, 1):
+            now[0] = i
             out = call(step, p, s, xs, ys)
-            if not (isinstance(out, tuple) and len(out) == 3):
-                raise Fail("学習ステップは (新しい params, 新しい opt_state, loss) の 3 つ組を返してください。")
+            _expect_step_output(out, params_def, state_def)
             p, s, loss = out
             _expect_replicated(p, n, "出力パラメータ ")
             _expect_replicated(s, n, "オプティマイザの状態 ")
             losses.append(float(np.asarray(loss)))
 
-    if not traced_types:
+    if not calls:
         raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めましょう。")
-    if len(traced_types) > 1:
-        raise Fail(f"{steps} ステップで loss_fn が {len(traced_types)} 回トレースされました（期待は 1 回）。"
-                   "jit していないか、呼ぶたびに jax.jit し直しています。jit した関数は 1 度だけ作って使い回しましょう。")
-    xs_type = traced_types[0]
+    traced = sorted({i for i, _, _ in calls})  # loss_fn が呼ばれた（トレースされた）ステップ
+    if len(traced) > 1:
+        if not all(in_jit for _, in_jit, _ in calls):
+            raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn が jit の外で実行されました。"
+                       "更新を jax.jit で包み、その jit した関数を使い回しましょう。")
+        raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースし直されました（期待は最初の 1 回だけ）。"
+                   "呼ぶたびに jax.jit し直しています。jit した関数は 1 度だけ作って使い回しましょう。")
+    xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":
         raise Fail(f"loss_fn に届いたバッチの型が {xs_type} で、'data' 軸で分割されていません。"
                    "jax.device_put(xs, NamedSharding(mesh, P('data'))) で分割してから jit した関数に渡しましょう。")
     got_params = jax.device_get(p)
-    if all(_close(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
-        pass
-    else:
+    if not all(_matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
         rev, _ = reference(-1)
-        if all(_close(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
+        if all(_matches(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
             raise Fail("更新の向きが逆です（params - updates）。optax の updates は足すもの: "
                        "optax.apply_updates(params, updates) を使いましょう。")
         for k in params:
@@ -297,31 +370,69 @@ def check_dp_train_step(fn):
 
 
 # 6.4-4 -------------------------------------------------------------------------------
-# FSDP 風にパラメータを分割: 割り切れる最初の軸を 'data' で分割
+# FSDP 風にパラメータを分割: 割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を 'data' で分割
 
 def _fsdp_tree(rng, k):
-    """data 軸の大きさ k から形を決めた隠しの pytree（Adam の状態のように整数のスカラーも入れる）。"""
+    """data 軸の大きさ k から形を決めた隠しの pytree。どの k でも、割り切れる軸のうち
+    「最初」「最後」「いちばん長い」が別々の軸になる葉（qkv）、同じ長さの軸が並ぶ葉（square）、
+    1 次元の葉、割り切れない葉、Adam の状態のような整数のスカラーを入れる。"""
     return {
-        "embed": _f32(rng.normal(size=(3 * k, 5))),
-        "dense": {"W": _f32(rng.normal(size=(7, 2 * k))), "b": _f32(rng.normal(size=(2 * k,)))},
-        "head": {"W": _f32(rng.normal(size=(5, 3))), "b": _f32(rng.normal(size=(3,)))},
+        "embed": f32(rng.normal(size=(3 * k, 5))),
+        "attn": {"qkv": f32(rng.normal(size=(2 * k, 5 * k, 3 * k))),
+                 "out": f32(rng.normal(size=(k + 1, 3 * k, 2 * k)))},
+        "square": f32(rng.normal(size=(4 * k, 4 * k))),
+        "dense": {"W": f32(rng.normal(size=(7, 2 * k))), "b": f32(rng.normal(size=(2 * k,)))},
+        "head": {"W": f32(rng.normal(size=(5, 3))), "b": f32(rng.normal(size=(k + 1,)))},
         "count": np.asarray(7, dtype=np.int32),
     }
 
 
-DEFAULT_HINT = "mesh.shape['data'] で割り切れる最初の軸を 'data' で分割しましょう。"
+def fsdp_axis(shape, k):
+    """規則: 長さが k で割り切れる軸のうち、いちばん長い軸（同じ長さなら前の軸）。なければ None。"""
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return max(divisible, key=lambda i: (shape[i], -i)) if divisible else None
 
 
-def _divisible_axis(shape, k):
+def _first_axis(shape, k):
     return next((i for i, s in enumerate(shape) if s % k == 0), None)
+
+
+def _last_axis(shape, k):
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return divisible[-1] if divisible else None
+
+
+def _longest_last_axis(shape, k):
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return max(divisible, key=lambda i: (shape[i], i)) if divisible else None
+
+
+def _entries(spec, ndim):
+    """PartitionSpec を、軸ごとのメッシュ軸名のタプルの列にそろえる（末尾の None、1 つだけのタプルを正規化）。"""
+    items = list(spec) + [None] * (ndim - len(spec))
+    return tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in items)
+
+
+def _spec_of(axis, ndim):
+    from jax.sharding import PartitionSpec as P
+
+    return P() if axis is None else P(*[None] * axis, "data")
 
 
 def _check_fsdp_on(fn, mesh, tree, label):
     import jax
+    from jax.sharding import NamedSharding
 
     k = mesh.shape["data"]
     n_mesh = mesh.devices.size
-    got = call(fn, tree, mesh)
+    try:
+        got = call(fn, tree, mesh)
+    except LearnerError as exc:
+        if "implies that array axis" not in str(exc.exc):
+            raise
+        raise Fail(f"{label}: 割り切れない軸を 'data' で分割しようとしてエラーになりました"
+                   f"（{explain.explain(exc.exc)}）。割り切れるかは jax.device_count() ではなく、"
+                   f"mesh.shape['data'] = {k} で調べます。") from None
     if jax.tree.structure(got) != jax.tree.structure(tree):
         raise Fail(f"{label}: 返り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置しましょう。")
     mesh_devices = set(mesh.devices.flat)
@@ -332,34 +443,59 @@ def _check_fsdp_on(fn, mesh, tree, label):
             raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしましょう。")
         if leaf.dtype != want.dtype:
             raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま置きましょう。")
-        if not np.array_equal(np.asarray(leaf), want):
+        if leaf.shape != want.shape or not np.array_equal(np.asarray(leaf), want):
             raise Fail(f"{label}: 葉 {name} の値が変わっています。配置を変えるだけで、値は変えません。")
-        if set(leaf.sharding.device_set) != mesh_devices:
-            raise Fail(f"{label}: 葉 {name} が {len(leaf.sharding.device_set)} デバイスにあります"
+        sh = leaf.sharding
+        if set(sh.device_set) != mesh_devices:
+            raise Fail(f"{label}: 葉 {name} が {len(sh.device_set)} デバイスにあります"
                        f"（期待はメッシュの {n_mesh} デバイス）。NamedSharding(mesh, spec) を使いましょう。")
-        got_bytes = int(np.prod(leaf.sharding.shard_shape(leaf.shape))) * leaf.dtype.itemsize
-        axis = _divisible_axis(want.shape, k)
-        want_bytes = want.nbytes // k if axis is not None else want.nbytes
+        if not (isinstance(sh, NamedSharding) and tuple(sh.mesh.axis_names) == tuple(mesh.axis_names)
+                and np.array_equal(sh.mesh.device_ids, mesh.device_ids)):
+            raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で置かれていません"
+                       f"（{type(sh).__name__}）。jax.device_put(a, NamedSharding(mesh, spec)) を使いましょう。")
+        shape = want.shape
+        axis = fsdp_axis(shape, k)
+        want_spec = _spec_of(axis, len(shape))
         total_in += want.nbytes
-        total_out += got_bytes
-        if got_bytes == want_bytes:
-            spec = getattr(leaf.sharding, "spec", None)
-            if axis is not None and (spec is None or "data" not in tuple(spec)):
-                raise Fail(f"{label}: 葉 {name}（形 {want.shape}）は {axis} 軸が {k} で割り切れるのに 'data' 軸で分割されていません"
-                           f"（spec {spec}）。mesh.shape['data'] で割り切れる最初の軸を 'data' で分割しましょう。")
+        total_out += int(np.prod(sh.shard_shape(leaf.shape))) * leaf.dtype.itemsize
+        got_entries = _entries(sh.spec, len(shape))
+        if got_entries == _entries(want_spec, len(shape)):
             continue
-        if got_bytes > want_bytes:
-            hint = ""
-            if len(want.shape) == 1:
-                hint = "1 次元の葉（バイアスなど）も分割の対象です。"
-            elif all(s % n_mesh for s in want.shape) and n_mesh != k:
+        seen = f"（spec {sh.spec}、期待 {want_spec}）"
+        others = sorted({a for e in got_entries for a in e} - {"data"})
+        if others:
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）を {', '.join(others)} 軸でも分割しています{seen}。"
+                       "'data' 軸だけで分割し、ほかの軸（model など）は使いません。")
+        split = [i for i, e in enumerate(got_entries) if "data" in e]
+        if split and split[0] == (fsdp_axis(shape, n_mesh) if n_mesh != k else None):
+            hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
+                    f"mesh.shape['data'] = {k} で調べます。")
+        elif not split:
+            if axis is None:  # ここには来ない（期待も複製なら spec は一致している）
+                hint = ""
+            elif fsdp_axis(shape, n_mesh) is None and n_mesh != k:
                 hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
                         f"mesh.shape['data'] = {k} で調べます。")
-            raise Fail(f"{label}: 葉 {name}（形 {want.shape}）の 1 デバイスあたりのバイト数が減っていません: "
-                       f"期待 {want_bytes}、実際 {got_bytes}（{_describe_sharding(leaf)}）。"
-                       f"{hint or DEFAULT_HINT}")
-        raise Fail(f"{label}: 葉 {name}（形 {want.shape}）のバイト数が期待 {want_bytes} より少ない {got_bytes} です。"
-                   "'data' 軸だけで分割し、ほかの軸（model など）は使いません。")
+            elif len(shape) == 1:
+                hint = "1 次元の葉（バイアスなど）も分割の対象です。"
+            else:
+                hint = f"{axis} 軸（長さ {shape[axis]}）が {k} で割り切れます。"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）が 'data' 軸で分割されていません{seen}。{hint}")
+        else:
+            j = split[0]
+            if axis is None:
+                hint = f"どの軸も {k} で割り切れないので、複製（P()）にします。"
+            elif j == _longest_last_axis(shape, k):
+                hint = "いちばん長い軸が複数あるときは、前の軸を選びます。"
+            elif j == _first_axis(shape, k):
+                hint = "割り切れる最初の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
+            elif j == _last_axis(shape, k):
+                hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
+            else:
+                hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）で 'data' で分割したのは {j} 軸（長さ {shape[j]}）ですが、"
+                       f"規則では {'複製' if axis is None else f'{axis} 軸（長さ {shape[axis]}）'}です{seen}。{hint}")
+        raise Fail(f"{label}: 葉 {name}（形 {shape}）の分割が規則と違います{seen}。{hint}")
     return total_in, total_out
 
 
@@ -374,5 +510,8 @@ def check_fsdp_shard(fn):
     mesh2 = mesh_2d(("data", "model"))  # 偶数なら (n/2, 2)、奇数なら (n, 1)
     k, n_model = mesh2.shape["data"], mesh2.shape["model"]
     _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")
-    return (f"{n} デバイス: 隠しの pytree（全体 {t_in} バイト）が 1 デバイスあたり {t_out} バイトになり、"
-            "2 次元メッシュでも 'data' 軸だけで分割できています。")
+    if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
+        sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
+        _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
+    return (f"{n} デバイス: 隠しの pytree（全体 {t_in:,} バイト）が 1 デバイスあたり {t_out:,} バイトになりました。"
+            "どのメッシュでも、各葉は割り切れる軸のうちいちばん長い軸を 'data' 軸だけで分割しています。")
