@@ -73,7 +73,7 @@ def test_6_1_1_wrong():
     expect("6.1-1", lambda k, x, c, g: jax.vmap(k, in_axes=(None, 0, None))(x, c, g), "fail",
            "kernel の引数 g に形 (7,)", "gammas は中心ごとに 1 つずつ")
     expect("6.1-1", lambda k, x, c, g: jax.vmap(k, in_axes=(None, None, 0))(x, c, g), "fail",
-           "kernel の引数 c に形 (7, 3)", "1 サンプル用")
+           "kernel の引数 c に形 (7, 3)", "中心 1 つ用")
     expect("6.1-1", lambda k, x, c, g: jnp.stack([k(x, ci, gi) for ci, gi in zip(c, g)]), "fail", "Python のループ")
     expect("6.1-1", lambda k, x, c, g: lax.map(lambda cg: k(x, *cg), (c, g)), "fail", "scan")
     expect("6.1-1", lambda k, x, c, g: jnp.zeros(7), "fail", "一度も呼ばれていません")
@@ -93,7 +93,7 @@ def test_6_1_1_broadcasting_the_notebook_formula_does_not_pass():
     def broadcast_kernel(kernel, x, centers, gammas):
         return kernel(x, centers, gammas)
 
-    expect("6.1-1", broadcast_kernel, "fail", "1 サンプル用")
+    expect("6.1-1", broadcast_kernel, "fail", "中心 1 つ用")
 
 
 # 6.1-2 --------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def test_6_1_2_wrong():
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(1, 0))(s, n), "fail", "(4, 6, 3)", "out_axes")
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(0, 0), out_axes=1)(s, n), "fail",
            "seq の 0 軸が 6", "length の 0 軸が 4", "1 軸目")
-    expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=1, out_axes=1)(s, n), "error", "形 (4,)", "None")
+    expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=1, out_axes=1)(s, n), "fail", "形 (4,)", "lengths は形 (4,) で 0 軸目")
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(1, None), out_axes=1)(s, n), "fail",
            "fn の引数 length に形 (4,)")
     expect("6.1-2", lambda fn, s, n: jnp.stack([fn(s[:, i], n[i]) for i in range(s.shape[1])], axis=1), "fail",

@@ -42,13 +42,17 @@ def _guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
     """隠し関数の引数が 1 サンプル分の形でなければ、何が来たかを示して不合格にする。"""
     got = _shape(value)
     if got != want:
-        raise Fail(f"{fn_name} の引数 {arg} に形 {fmt(got)} の値が渡されました。{fn_name} は 1 サンプル用で、"
-                   f"{arg} の形は {fmt(want)} のはずです。{hint}")
+        raise Fail(f"{fn_name} の引数 {arg} に形 {fmt(got)} の値が渡されました。{fn_name} が 1 回の呼び出しで受け取る "
+                   f"{arg} の形は {fmt(want)} です。{hint}")
 
 
 def _sizes_fail(exc: LearnerError, hint) -> None:
-    """vmap の inconsistent sizes を、どの引数のどの軸が何の大きさかを残した日本語と、この演習のヒントにする。"""
+    """in_axes の誤りでよく出る 2 つの vmap のエラー（軸の大きさがそろわない、軸の番号が次元を超える）を、
+    どの引数のどの軸が何の大きさかを残した日本語と、この演習のヒントにする。"""
     err = exc.exc
+    if isinstance(err, ValueError) and "rank should be at least" in str(err):
+        said = explain.explain(err).removeprefix(f"{type(err).__name__}: ")
+        raise Fail(f"{said.split('。')[0]}。{hint(set())}") from None
     if isinstance(err, ValueError) and "inconsistent sizes" in str(err):
         parts = explain.vmap_sizes(str(err))
         listed = "、".join(f"{n} の {a} 軸{f'など {c} 個' if c > 1 else ''}が {s}" for n, a, s, c in parts)
@@ -70,7 +74,7 @@ def _kernel_1(spy: _Spy, d: int):
     """隠し kernel（ラプラス核）: x (d,)、c (d,)、g () -> スカラー。"""
     import jax.numpy as jnp
 
-    hint = "x は全中心で共通の 1 点、centers と gammas は中心ごとに 1 つずつです（in_axes）。"
+    hint = "kernel は中心 1 つ用です。x は全中心で共通の 1 点、centers と gammas は中心ごとに 1 つずつです（in_axes）。"
 
     def kernel(x, c, g):
         spy.calls += 1
