@@ -11,6 +11,7 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`ring_steps`: リングの各ステップで、どのデバイスがどのブロックを持っているか
 - :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
 - :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
+- :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
 """
 from __future__ import annotations
 
