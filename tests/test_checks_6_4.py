@@ -437,3 +437,21 @@ def test_6_4_3_no_jit_is_named():
         batch = NamedSharding(mesh, P("data"))
         return lambda p, s, xs, ys: step(p, s, jax.device_put(xs, batch), jax.device_put(ys, batch))
     expect("6.4-3", no_jit, "fail", "jit の外")
+
+
+def test_6_4_3_recompile_on_changed_types_is_not_called_rejit():
+    # 1 ステップ目だけ出力の dtype を変える → 2 ステップ目だけ再トレース: 「呼ぶたびに jit し直し」とは言わない
+    def drift(loss_fn, optimizer, mesh):
+        inner = dp_ref(loss_fn, optimizer, mesh)
+        calls = [0]
+
+        def train_step(*args):
+            p, s, loss = inner(*args)
+            calls[0] += 1
+            if calls[0] == 1:
+                p = {k: (v.astype(jnp.float16) if k == "b1" else v) for k, v in p.items()}
+            return p, s, loss
+        return train_step
+    r = run_check("6.4-3", drift)
+    assert r.status == "fail", r.message
+    assert "トレースされました" in r.message and "呼ぶたびに" not in r.message, r.message

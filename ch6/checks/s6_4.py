@@ -347,7 +347,10 @@ def check_dp_train_step(fn):
         if not all(in_jit for _, in_jit, _ in calls):
             raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn が jit の外で実行されました。"
                        "更新を jax.jit で包み、その jit した関数を使い回しましょう。")
-        raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースし直されました（期待は最初の 1 回だけ）。"
+        if len(traced) < steps:  # 毎回ではない: 入力の型が変わって再コンパイルした
+            raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースされました（期待は最初の 1 ステップだけ）。"
+                       "出力の params や opt_state の形・型・シャーディングが入力と違うと、次のステップで再コンパイルされます。")
+        raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースされました（期待は最初の 1 ステップだけ）。"
                    "呼ぶたびに jax.jit し直しています。jit した関数は 1 度だけ作って使い回しましょう。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
@@ -493,7 +496,7 @@ def _check_fsdp_on(fn, mesh, tree, label):
                 hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
             else:
                 hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
-            raise Fail(f"{label}: 葉 {name}（形 {shape}）で 'data' で分割したのは {j} 軸（長さ {shape[j]}）ですが、"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）: 'data' で分割したのは {j} 軸（長さ {shape[j]}）ですが、"
                        f"規則では {'複製' if axis is None else f'{axis} 軸（長さ {shape[axis]}）'}です{seen}。{hint}")
         raise Fail(f"{label}: 葉 {name}（形 {shape}）の分割が規則と違います{seen}。{hint}")
     return total_in, total_out
