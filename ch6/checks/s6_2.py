@@ -11,8 +11,9 @@ import re
 
 import numpy as np
 
-from .._core import Fail, LearnerError, NotDone, _walk, call, exercise, expect_close, expect_shape
-from .._core import f32 as _f32, hidden_rng, n_devices as _n
+from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close, expect_shape
+from ..checking import walk as _walk
+from ..checking import f32 as _f32, hidden_rng, n_devices as _n
 
 # shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で jaxpr に現れる
 PSUM_NAMES = frozenset({"psum", "psum_invariant"})

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core import Fail, LearnerError, NotDone, _walk, call, exercise, expect_close, expect_shape
-from .._core import f32 as _f32, hidden_rng, n_devices as _n
+from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close, expect_shape
+from ..checking import walk as _walk
+from ..checking import f32 as _f32, hidden_rng, n_devices as _n
 
 MESH_AXIS = "data"  # どちらの演習もメッシュの軸の名前は "data"（問題文に書いてある）
 HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの LR_LOGISTIC とは違う）
