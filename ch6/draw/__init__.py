@@ -1,0 +1,24 @@
+"""本物のオブジェクト（メッシュ、シャーディングされた配列、集団通信の前後の値）から図を描く。
+
+どの関数も :class:`Drawing` を返します。ノートブックのセルの最後に置くと PNG で表示され、
+``.texts`` で図の中の文字（デバイス番号、仕様、ラベル）を確かめられます（テストが使う）。
+日本語のラベルは matplotlib-fontja の IPAex ゴシック（パッケージに同梱、システムのフォント不要）で描きます。
+PNG は小さく（数十 KB）、同じ入力なら同じバイト列になります（作成ソフトの版などのメタデータを入れない）。
+
+- :func:`mesh`: メッシュ → デバイス番号の格子と軸の名前（複数プロセスならプロセスごとに色分け）
+- :func:`sharding`: シャーディングされた配列 → どのデバイスがどのブロックを持つか（``addressable_shards`` から）
+- :func:`device_values`: 集団通信の前と後の「デバイスごとの値」の表
+- :func:`ring_steps`: リングの各ステップで、どのデバイスがどのブロックを持っているか
+- :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
+- :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
+- :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
+"""
+from __future__ import annotations
+
+from ._base import DPI, Drawing, color
+from .arrays import mesh, process_grid, shard_layout, sharding, shardings
+from .diagrams import flowchart, timeline, vmap_axes
+from .values import device_stages, device_values, device_values_from, ring_steps
+
+__all__ = ["DPI", "Drawing", "color", "mesh", "shard_layout", "sharding", "shardings", "process_grid",
+           "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart"]

@@ -1,0 +1,138 @@
+"""デバイスごとの値の図: 集団通信の前後、値の送り元、続けた段階、リングの各ステップ。"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ._base import DPI, Drawing, _box, _figure, _finish, color  # noqa: F401
+
+# ---------------------------------------------------------------- デバイスごとの値
+
+def _value_text(v) -> str:
+    v = float(v)
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    return f"{v:.3g}"
+
+
+def device_values(before, after=None, op: str = "", title: str | None = None,
+                  labels: tuple[str, str] = ("前", "後")) -> Drawing:
+    """デバイスごとの値の表（行がデバイス、列が要素）。after を渡すと、集団通信 op の前と後を左右に並べる。
+    before/after は (デバイス数, k) か (デバイス数,) の配列。"""
+    panels = [np.atleast_2d(np.asarray(before).reshape(len(before), -1))]
+    if after is not None:
+        panels.append(np.asarray(after).reshape(len(after), -1))
+    n = panels[0].shape[0]
+    widths = [p.shape[1] for p in panels]
+    gap = 1.6
+    total_w = sum(widths) + gap * (len(panels) - 1)
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    x = 0.0
+    for k, p in enumerate(panels):
+        for r in range(n):
+            for c in range(p.shape[1]):
+                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+        if len(panels) > 1:
+            ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
+        x += p.shape[1] + gap
+    title_pad = 20 if len(panels) > 1 else 6
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+    if len(panels) > 1:
+        ax.annotate("", xy=(widths[0] + gap - 0.2, n / 2), xytext=(widths[0] + 0.2, n / 2),
+                    arrowprops=dict(arrowstyle="->", lw=1.5))
+        ax.text(widths[0] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
+    _finish(ax, total_w, n, title, pad=title_pad)
+    return Drawing(fig, f"デバイスごとの値 {op}".strip())
+
+
+# ---------------------------------------------------------------- 値の送り元
+
+def device_values_from(before, after, origin, op: str = "", title: str | None = None,
+                       labels: tuple[str, str] = ("前", "後")) -> Drawing:
+    """device_values と同じ前後の表で、「後」の各マスを、その値を送ったデバイスの色で塗る。
+    origin は after と同じ形で、origin[r][c] = そのマスの値を送ったデバイスの番号。ノートブックでは、同じ集団通信に
+    lax.axis_index を通して求める（ppermute なら値がどこから来たか、all_gather なら全員の値が届いたことが色でわかる）。"""
+    b = np.atleast_2d(np.asarray(before).reshape(len(before), -1))
+    a = np.asarray(after).reshape(len(after), -1)
+    o = np.asarray(origin).reshape(a.shape).astype(int)
+    n = b.shape[0]
+    gap = 1.6
+    total_w = b.shape[1] + gap + a.shape[1]
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+        for c in range(b.shape[1]):
+            _box(ax, c, r, 1, 1, color(r), _value_text(b[r, c]), fontsize=9)
+        for c in range(a.shape[1]):
+            _box(ax, b.shape[1] + gap + c, r, 1, 1, color(o[r, c]), _value_text(a[r, c]), fontsize=9)
+    ax.text(b.shape[1] / 2, -0.15, labels[0], ha="center", va="bottom", fontsize=10)
+    ax.text(b.shape[1] + gap + a.shape[1] / 2, -0.15, labels[1], ha="center", va="bottom", fontsize=10)
+    ax.annotate("", xy=(b.shape[1] + gap - 0.2, n / 2), xytext=(b.shape[1] + 0.2, n / 2),
+                arrowprops=dict(arrowstyle="->", lw=1.5))
+    ax.text(b.shape[1] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
+    _finish(ax, total_w, n, title or f"{op}：「{labels[1]}」の色は値を送ったデバイス".lstrip("："), pad=20)
+    sources = ",".join(str(int(v)) for v in o[:, 0])
+    return Drawing(fig, f"デバイスごとの値 {op}（送り元 {sources}…）".strip())
+
+
+# ---------------------------------------------------------------- 集団通信を続けたときの段階
+
+def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = None,
+                  title: str | None = None) -> Drawing:
+    """集団通信を続けて行うときの「デバイスごとの値」を、左から段階の順に並べる（device_values の多段版）。
+
+    stages[k] は k 段目の値で、(デバイス数, m_k) か (デバイス数,) の配列（行がデバイス）。ops[k] は
+    stages[k] から stages[k + 1] への矢印に書く名前（len(ops) == len(stages) - 1）。labels は各段の見出しで、
+    省略すると「前」、途中は「<op> の後」、最後は「後」。例: all-reduce = reduce-scatter + all-gather を
+    ``device_stages([x, part, y], ["psum_scatter", "all_gather"])`` で 1 枚に描く。"""
+    panels = [np.asarray(s).reshape(len(s), -1) for s in stages]
+    ops = list(ops)
+    if len(panels) < 2 or len(ops) != len(panels) - 1:
+        raise ValueError(f"段階 {len(panels)} 個には矢印の名前が {max(len(panels) - 1, 1)} 個必要です（受け取ったのは {len(ops)} 個）")
+    n = panels[0].shape[0]
+    if any(p.shape[0] != n for p in panels):
+        raise ValueError(f"どの段階も行（デバイス）の数が同じでなければなりません: {[p.shape[0] for p in panels]}")
+    if labels is None:
+        labels = ["前"] + [f"{op} の後" for op in ops[:-1]] + ["後"]
+    # 矢印の幅は、その上に書く名前の長さに合わせる（全角は 2 文字分）
+    gaps = [max(1.6, 0.2 * sum(2 if ord(ch) > 0x2E7F else 1 for ch in op) + 0.6) for op in ops]
+    total_w = sum(p.shape[1] for p in panels) + sum(gaps)
+    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    for r in range(n):
+        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+    x = 0.0
+    for k, p in enumerate(panels):
+        for r in range(n):
+            for c in range(p.shape[1]):
+                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+        ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
+        x += p.shape[1]
+        if k < len(ops):
+            ax.annotate("", xy=(x + gaps[k] - 0.2, n / 2), xytext=(x + 0.2, n / 2),
+                        arrowprops=dict(arrowstyle="->", lw=1.5))
+            ax.text(x + gaps[k] / 2, n / 2 - 0.3, ops[k], ha="center", va="bottom", fontsize=10)
+            x += gaps[k]
+    _finish(ax, total_w, n, title, pad=20)
+    return Drawing(fig, "デバイスごとの値 " + " → ".join(ops))
+
+
+# ---------------------------------------------------------------- リングのステップ
+
+def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None) -> Drawing:
+    """held[s][d] = ステップ s でデバイス d が持っているブロックの番号の列。行がステップ、列がデバイス。
+    各マスにはブロック番号を並べ、そのステップで新しく受け取ったブロックを太字にする。"""
+    steps, n = len(held), len(held[0])
+    fig, ax = _figure(max(3.0, 0.9 * n + 1.4), 0.55 * steps + 1.2)
+    for s in range(steps):
+        for d in range(n):
+            blocks = list(held[s][d])
+            new = [b for b in blocks if s == 0 or b not in held[s - 1][d]]
+            face = color(new[-1]) if new else "#dddddd"
+            _box(ax, d, s * 0.6, 1, 0.6, face, " ".join(str(b) for b in blocks), fontsize=8)
+        ax.text(-0.15, s * 0.6 + 0.3, f"{s} 回目" if s else "最初", ha="right", va="center", fontsize=9)
+    for d in range(n):
+        ax.text(d + 0.5, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
+    _finish(ax, n, steps * 0.6, title or "リングの各ステップで持っているブロック", pad=20)
+    return Drawing(fig, f"リング {n} デバイス × {steps} ステップ")
