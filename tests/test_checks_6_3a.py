@@ -57,7 +57,9 @@ def _own_mesh(order=1, axis_types=AxisType.Explicit):
 
 def test_no_message_uses_the_bare_word_nashi():
     """「集団通信なし」の表記は ch6.show.collectives_line の 1 通りだけ（チェックの中に「なし」の別表記を持たない）。"""
-    src = (ROOT / "ch6" / "checks" / "s6_3a.py").read_text(encoding="utf-8")
+    src = "".join(f.read_text(encoding="utf-8")
+                  for f in sorted((ROOT / "ch6" / "checks" / "s6_3a").glob("*.py")))  # パッケージの全モジュール
+    assert "def check_predict" in src
     assert 'or "なし"' not in src and "def _comm" not in src
 
 

@@ -1,0 +1,132 @@
+"""6.3a の演習チェックで共通に使う部品（spec の正規化と検査、配置の確認、隠し入力、集団通信の数え方）。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, LearnerError, call, hidden_rng
+from ... import explain, meshes
+
+
+
+def _rng(tag: int) -> np.random.Generator:
+    return hidden_rng(63_100 + tag)
+
+
+def _mesh_1d_auto():
+    """全デバイスを 1 列に並べた 'data' メッシュ（Auto）。"""
+    from jax.sharding import AxisType
+
+    return meshes.mesh_1d("data", AxisType.Auto)
+
+
+def _entries(spec) -> tuple:
+    """PartitionSpec の各次元の指定（unreduced などがあっても iter せずに読む）。"""
+    parts = getattr(spec, "partitions", None)
+    return tuple(parts) if parts is not None else tuple(spec)
+
+
+def norm_spec(spec) -> tuple:
+    """PartitionSpec を比べやすい形に: 1 要素のタプルは名前に、末尾の None は落とす。"""
+    out = []
+    for e in _entries(spec):
+        if isinstance(e, (tuple, list)):
+            e = tuple(e)
+            e = None if not e else (e[0] if len(e) == 1 else e)
+        out.append(e)
+    while out and out[-1] is None:
+        out.pop()
+    return tuple(out)
+
+
+def show_spec(spec, ndim: int = 0) -> str:
+    """表示用: 正規化して、ndim まで None で埋める（例: P('data', None)）。"""
+    e = list(norm_spec(spec))
+    if not e:
+        return "P()"
+    e += [None] * (ndim - len(e))
+    return "P(" + ", ".join(repr(v) for v in e) + ")"
+
+
+def _raw_text(x) -> str:
+    text = explain.clean(repr(x))
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
+    """学習者が返した spec（PartitionSpec、そのつもりのタプル・リスト、None）を確かめて PartitionSpec にする。
+
+    次元の数、メッシュにない軸の名前、同じ軸の 2 度使い、unreduced などを、使う前に不正解として説明する。
+    """
+    from jax.sharding import PartitionSpec as P
+
+    if x is None:
+        return P()
+    if isinstance(x, (tuple, list)) and not isinstance(x, P):
+        try:
+            x = P(*x)
+        except Exception as exc:
+            raise Fail(f"{what} を PartitionSpec にできません（{explain.explain(exc)}）") from None
+    if not isinstance(x, P):
+        raise Fail(f"{what} は PartitionSpec のはずですが、{type(x).__name__} が返りました。"
+                   "P('data', None) のように書きます。")
+    if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
+        raise Fail(f"{what} に unreduced / reduced の指定があります。この演習では各次元の分け方だけを書きます。")
+    entries = _entries(x)
+    if len(entries) > ndim:
+        raise Fail(f"{what} = {_raw_text(x)} は {len(entries)} 次元分ありますが、配列は {ndim} 次元です。")
+    names: list[str] = []
+    for e in entries:
+        group = e if isinstance(e, (tuple, list)) else (e,)
+        for name in group:
+            if name is None:
+                continue
+            if not isinstance(name, str):
+                raise Fail(f"{what} = {_raw_text(x)} の要素は、メッシュの軸の名前（文字列）か None にします。")
+            if name not in axes:
+                raise Fail(f"{what} = {_raw_text(x)} の {name!r} はメッシュにない軸です"
+                           f"（使える軸は {' / '.join(repr(a) for a in axes)}）。")
+            names.append(name)
+    dup = sorted({a for a in names if names.count(a) > 1})
+    if dup:
+        raise Fail(f"{what} = {_raw_text(x)} は軸 {dup[0]!r} を 2 度使っています。"
+                   "1 つのメッシュの軸で分けられるのは、配列の 1 つの次元だけです。")
+    return x
+
+
+def _as_pair(got, names: tuple[str, ...]):
+    """タプルでもリストでも受け取る（どの演習でも同じ規則）。長さが違えば不正解。"""
+    if not isinstance(got, (tuple, list)) or len(got) != len(names):
+        what = f"長さ {len(got)} の {type(got).__name__}" if isinstance(got, (tuple, list)) else type(got).__name__
+        raise Fail(f"({', '.join(names)}) の {len(names)} つ組（タプルかリスト）を返してください（返ったのは {what}）。")
+    return tuple(got)
+
+
+def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
+    """配列が、渡したメッシュの NamedSharding で置かれていることを確かめ、正規化した spec を返す。"""
+    import jax
+    from jax.sharding import NamedSharding
+
+    if not isinstance(arr, jax.Array):
+        raise Fail(f"{what} がデバイス上の JAX 配列ではありません（{type(arr).__name__}）。{hint}")
+    sharding = arr.sharding
+    if not isinstance(sharding, NamedSharding):
+        raise Fail(f"{what} のシャーディングが NamedSharding ではありません（{type(sharding).__name__}）。{hint}")
+    if sharding.mesh != mesh:
+        mine = "×".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
+        raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に置かれています。"
+                   "自分でメッシュを作らず、渡された mesh を使ってください。")
+    return norm_spec(sharding.spec)
+
+
+def _learner_step(what: str, fn, *args):
+    """学習者の値を使って JAX を動かす（エラーはチェッカーの内部エラーではなく不正解として説明する）。"""
+    try:
+        return call(fn, *args)
+    except LearnerError as err:
+        raise Fail(f"{what}、エラーになりました: {explain.explain(err.exc)}") from None
+
+
+def _counts(f, *args) -> dict:
+    from ...hlo import count_collectives
+
+    return count_collectives(f, *args)

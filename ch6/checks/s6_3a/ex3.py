@@ -1,0 +1,64 @@
+"""6.3a-3 no_comm_specs のチェック。"""
+from __future__ import annotations
+
+from ...checking import Fail, call, exercise, expect_close
+from ...checking import f32 as _f32, n_devices as _n
+from ...show import collectives_line
+from ._common import _as_pair, _counts, _learner_step, _mesh_1d_auto, _rng, as_spec, norm_spec, show_spec
+
+def needs_comm_by_rule(sx: tuple, sw: tuple, so: tuple) -> str:
+    """1 次元メッシュ上の y = x @ w.T（x は (B, D)、w は (H, D)）が通信なしで済むかを、spec の規則だけで判定する。
+
+    通信なしで済む条件: 縮約軸（x の 1 軸、w の 1 軸）がどちらも分かれておらず、x の 0 軸と w の 0 軸を
+    同じメッシュ軸で分けず、出力の spec が (x の 0 軸の spec, w の 0 軸の spec) に一致すること。
+    問題があれば理由の短い文を、なければ空文字を返す。
+    """
+    x = tuple(sx) + (None,) * (2 - len(sx))
+    w = tuple(sw) + (None,) * (2 - len(sw))
+    o = tuple(so) + (None,) * (2 - len(so))
+    if x[1] is not None or w[1] is not None:
+        return "縮約する軸（x の 1 軸 / w の 1 軸、長さ D）が分かれているので、部分和を足し合わせる all-reduce か集め直しが要ります"
+    if x[0] is not None and x[0] == w[0]:
+        return "出力の行（x の 0 軸）と出力の列（w の 0 軸）を同じメッシュ軸で分けているので、片方を集め直す all-gather が要ります"
+    if o != (x[0], w[0]):
+        return (f"各デバイスが手元で作る出力は P({x[0]!r}, {w[0]!r}) の形なので、"
+                f"{show_spec(so, 2)} にするには集め直し（all-gather など）が要ります")
+    return ""
+
+
+@exercise("6.3a-3", "no_comm_specs")
+def check_no_comm(fn):
+    import jax
+    from jax.sharding import NamedSharding
+
+    names = ("x_spec", "w_spec", "out_spec")
+    got = _as_pair(call(fn), names)
+    specs = [as_spec(s, what, 2, ("data",)) for s, what in zip(got, names)]
+    sx, sw, so = (norm_spec(s) for s in specs)
+    if "data" not in sw:
+        raise Fail(f"w_spec = {show_spec(sw, 2)} では w が全デバイスに複製されます。"
+                   "この演習では w が大きいので、どこかの軸を 'data' で分けてください。")
+    n = _n()
+    mesh = _mesh_1d_auto()
+    rng = _rng(3)
+    x = _f32(rng.normal(size=(4 * n, 3 * n)))
+    w = _f32(rng.normal(size=(2 * n, 3 * n)))
+    shard = [NamedSharding(mesh, s) for s in specs]
+
+    def place_and_compile():
+        xs, ws = jax.device_put(x, shard[0]), jax.device_put(w, shard[1])
+        f = jax.jit(lambda a, b: a @ b.T, out_shardings=shard[2])
+        return f(xs, ws), _counts(f, xs, ws)
+
+    out, counts = _learner_step("その spec で x @ w.T をコンパイルしたところ", place_and_compile)
+    expect_close(out, x @ w.T, "x @ w.T の結果", rtol=1e-4, atol=1e-4)
+    why = needs_comm_by_rule(sx, sw, so)
+    if n == 1:
+        if why:
+            raise Fail(f"1 デバイスなので通信は現れませんが、デバイス 2 個以上では{why}。")
+        return "spec の規則では通信なしです（1 デバイスでは通信が現れないので、デバイス 2 個以上で HLO を確かめられます）。"
+    if counts:
+        raise Fail(f"コンパイル済み HLO に通信が入りました: {collectives_line(counts)}。"
+                   f"{why or '縮約軸と出力の spec を見直しましょう'}。")
+    return (f"x {show_spec(sx, 2)}、w {show_spec(sw, 2)}、出力 {show_spec(so, 2)} で、"
+            f"デバイス {n} 個の HLO は{collectives_line(counts)}です。")

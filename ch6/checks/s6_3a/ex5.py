@@ -1,0 +1,106 @@
+"""6.3a-5 shard_gated_mlp（forward の gated_mlp はノートブックもここから import する）のチェック。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, call, exercise, expect_close
+from ...checking import f32 as _f32
+from ... import meshes
+from ...show import collectives_line
+from ._common import _counts, _learner_step, _rng, norm_spec, placed_spec, show_spec
+
+def gated_mlp(params, x):
+    """ゲート付き MLP（SwiGLU 型）の forward。演習 6.3a-5 のノートブックとチェックが、この 1 つの定義を使います。
+
+    gate と up は同じ隠れ層の軸 H を持ち、要素ごとに掛けてから W_down で出力の次元 O に戻します。
+    出力のシャーディングは out_sharding で P('data', None)（バッチで分割し、出力の特徴は分割しない）にします。
+    """
+    import jax  # ch6 を読み込むだけでは JAX を読み込まないよう、関数の中で import します
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    gate = jax.nn.silu(x @ params["W_gate"] + params["b_gate"])
+    up = x @ params["W_up"] + params["b_up"]
+    return jnp.matmul(gate * up, params["W_down"], out_sharding=P("data", None)) + params["b_down"]
+
+
+def _gated_mlp_np(p, x):
+    g = x @ p["W_gate"] + p["b_gate"]
+    g = g / (1.0 + np.exp(-g))
+    return (g * (x @ p["W_up"] + p["b_up"])) @ p["W_down"] + p["b_down"]
+
+
+# 隠れ層の軸（H）がどこにあるか: その次元を 'model' で分けるのが正解。b_down には H の軸がない（複製）
+HIDDEN_AXIS = {"W_gate": 1, "b_gate": 0, "W_up": 1, "b_up": 0, "W_down": 0, "b_down": None}
+
+
+def want_spec(key: str, ndim: int) -> tuple:
+    axis = HIDDEN_AXIS[key]
+    if axis is None:
+        return ()
+    return norm_spec(tuple("model" if i == axis else None for i in range(ndim)))
+
+
+@exercise("6.3a-5", "shard_gated_mlp")
+def check_shard_gated_mlp(fn):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    d, m = meshes.mesh_2d_shape()
+    mesh = meshes.mesh_2d(("data", "model"))
+    rng = _rng(5)
+    D, H, O = 3 * d * m, 4 * m, 2 * m  # O は model の長さで割り切れる（b_down を分ける誤りも、エラーでなく見える）
+    params = {"W_gate": rng.normal(size=(D, H)) * 0.5, "b_gate": rng.normal(size=(H,)) * 0.3,
+              "W_up": rng.normal(size=(D, H)) * 0.5, "b_up": rng.normal(size=(H,)) * 0.3,
+              "W_down": rng.normal(size=(H, O)) * 0.5, "b_down": rng.normal(size=(O,)) * 0.3}
+    params = {k: _f32(v) for k, v in params.items()}
+    x = _f32(rng.normal(size=(4 * d, D)))
+    got = call(fn, {k: v.copy() for k, v in params.items()}, mesh)
+    if not isinstance(got, dict) or set(got) != set(params):
+        keys = sorted(map(str, got)) if isinstance(got, dict) else type(got).__name__
+        raise Fail(f"{sorted(params)} をキーに持つ辞書を返してください（返ったのは {keys}）。")
+    hint = "jax.device_put(p, NamedSharding(mesh, spec)) のように、渡された mesh に置きます。"
+    specs = {k: placed_spec(got[k], k, mesh, hint) for k in params}
+    for k in params:
+        expect_close(got[k], params[k], f"{k} ", hint="device_put は値を変えません。")
+    for k, v in specs.items():
+        if any("data" in (e if isinstance(e, tuple) else (e,)) for e in v):
+            raise Fail(f"{k} が 'data' 軸で分かれています（{show_spec(v, params[k].ndim)}）。この演習ではパラメータは "
+                       "'model' 軸だけで分け、'data' 方向には複製します。")
+    for k in params:
+        want, nd = want_spec(k, params[k].ndim), params[k].ndim
+        if specs[k] == want:
+            continue
+        if HIDDEN_AXIS[k] is None:
+            raise Fail(f"{k} は複製（P()）にします: 実際 {show_spec(specs[k], nd)}。"
+                       "b_down は出力（P('data', None)）に足すので、出力の特徴の軸は分けません。")
+        if specs[k] == ():
+            raise Fail(f"{k} が複製（P()）のままです: 隠れ層の軸 H を持つパラメータは、どれも 1 デバイスあたりの"
+                       f"メモリを model 軸の長さ分の 1 にします。期待 {show_spec(want, nd)}。")
+        raise Fail(f"{k} の spec が違います: 期待 {show_spec(want, nd)}、実際 {show_spec(specs[k], nd)}。"
+                   "分けるのは隠れ層の軸 H です（W_gate・W_up は列、W_down は行、b_gate・b_up はその軸）。")
+    for k in params:  # 性質そのもの: H を持つ葉は、1 デバイスあたり 1/m のメモリ
+        if HIDDEN_AXIS[k] is not None:
+            per_dev = got[k].addressable_shards[0].data.nbytes
+            if per_dev * m != params[k].nbytes:
+                raise Fail(f"{k} の 1 デバイスあたりのバイト数が {per_dev} で、全体 {params[k].nbytes} の 1/{m} "
+                           "になっていません。")
+
+    def forward():
+        with jax.set_mesh(mesh):
+            xs = jax.device_put(x, P("data", None))
+            f = jax.jit(gated_mlp)
+            out = f(got, xs)
+            return out, jax.typeof(out), _counts(f, got, xs)
+
+    out, typ, counts = _learner_step("そのパラメータで gated_mlp を実行したところ", forward)
+    expect_close(out, _gated_mlp_np(params, x), "gated_mlp の結果", rtol=1e-4, atol=1e-4)
+    if norm_spec(typ.sharding.spec) != ("data",):
+        raise Fail(f"gated_mlp の出力の型が P('data', None) になりません（{typ}）。")
+    if m == 1:
+        return ("隠れ層の軸を 'model' で分割しました（model 軸の長さが 1 なので、通信もメモリの削減も現れません。"
+                "デバイスが偶数個なら現れます）。")
+    if counts != {"all-reduce": 1}:
+        raise Fail(f"gated_mlp の通信が期待と違います: 期待 all-reduce ×1 だけ、実際 {collectives_line(counts)}。")
+    return (f"隠れ層の軸を持つ 5 つのパラメータは 1 デバイスあたり 1/{m} のメモリ、forward の通信は all-reduce ×1 だけです"
+            f"（メッシュ data={d} × model={m}）。")
