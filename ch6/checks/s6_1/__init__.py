@@ -1,0 +1,21 @@
+"""6.1 vmap の演習チェック。
+
+どの演習も、1 サンプル用の関数（kernel、fn、pair_fn、loss_fn）を **引数で受け取り**、それを vmap で
+バッチに広げる関数を書きます。チェックはノートブックの例とは別の関数（隠し関数）と、ノートブックにない形と
+乱数で作った入力（隠し入力）で学習者の関数を呼びます。ですからノートブックの定義をここに写す必要はなく、
+学習者の答えもノートブックの例の式を手で書き直したものでは通りません。
+
+隠し関数は 1 サンプル分の形しか受け付けません。バッチがそのまま渡されたら（vmap を使わずに
+ブロードキャストで書いた、vmap の段が足りない、in_axes が違う）、どの引数にどんな形が来たかを示して
+不合格にします。Python のループは jaxpr の大きさ（バッチを変えても同じか）で見つけます。
+"""
+from __future__ import annotations
+
+# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（_common）
+from . import _common, ex1, ex2, ex3, ex4, ex5, ex6  # noqa: F401
+from .ex1 import check_rbf_features  # noqa: F401
+from .ex2 import check_time_major  # noqa: F401
+from .ex3 import check_batched_distances  # noqa: F401
+from .ex4 import check_clipped_mean_grad  # noqa: F401
+from .ex5 import check_ensemble_sgd_step  # noqa: F401
+from .ex6 import EPS, check_batchnorm_image  # noqa: F401

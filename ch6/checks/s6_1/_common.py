@@ -1,0 +1,92 @@
+"""6.1 の演習チェックで共有する道具: 隠し乱数、形の見張り（_guard）、vmap のエラーの日本語化、pytree の比較。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import explain
+from ...checking import Fail, LearnerError, expect_close, fmt, hidden_rng
+
+
+def _rng(tag: int) -> np.random.Generator:
+    return hidden_rng(61_000 + tag)
+
+
+def _shape(x) -> tuple | None:
+    try:
+        return tuple(np.shape(x))
+    except Exception:
+        return None
+
+
+class _Spy:
+    """隠し関数の呼ばれた回数（渡した関数を使っているか）を数える。"""
+
+    def __init__(self):
+        self.calls = 0
+
+
+def _guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
+    """隠し関数の引数が 1 サンプル分の形でなければ、何が来たかを示して不合格にする。"""
+    got = _shape(value)
+    if got != want:
+        raise Fail(f"{fn_name} の引数 {arg} に形 {fmt(got)} の値が渡されました。{fn_name} が 1 回の呼び出しで受け取る "
+                   f"{arg} の形は {fmt(want)} です。{hint}")
+
+
+def _sizes_fail(exc: LearnerError, hint) -> None:
+    """in_axes の誤りでよく出る 2 つの vmap のエラー（軸の大きさがそろわない、軸の番号が次元を超える）を、
+    どの引数のどの軸が何の大きさかを残した日本語と、この演習のヒントにする。"""
+    err = exc.exc
+    if isinstance(err, ValueError) and "rank should be at least" in str(err):
+        said = explain.explain(err).removeprefix(f"{type(err).__name__}: ")
+        raise Fail(f"{said.split('。')[0]}。{hint(set())}") from None
+    if isinstance(err, ValueError) and "inconsistent sizes" in str(err):
+        parts = explain.vmap_sizes(str(err))
+        listed = "、".join(f"{n} の {a} 軸{f'など {c} 個' if c > 1 else ''}が {s}" for n, a, s, c in parts)
+        names = {n.split("[")[0] for n, *_ in parts}
+        raise Fail(f"vmap でバッチにする軸の大きさがそろっていません（{listed or '大きさの違う軸があります'}）。"
+                   f"{hint(names)}") from None
+
+
+def _unused(fn_name: str, spy: _Spy) -> None:
+    if spy.calls == 0:
+        raise Fail(f"渡された {fn_name} が一度も呼ばれていません。ノートブックの例の式を書き写すのではなく、"
+                   f"引数の {fn_name} を vmap で包んで使ってください（チェックは別の {fn_name} を渡します）。")
+
+
+def _tree_close(got, want) -> bool:
+    import jax
+
+    try:
+        if jax.tree.structure(got) != jax.tree.structure(want):
+            return False
+        return all(np.allclose(np.asarray(g, np.float64), w, rtol=1e-4, atol=1e-6)
+                   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+    except Exception:
+        return False
+
+
+def _expect_tree(got, want, what: str, hint: str) -> None:
+    """pytree の構造（辞書のキーと入れ子）を比べ、葉ごとに expect_close（どの葉かを示す）。"""
+    import jax
+
+    want_def = jax.tree.structure(want)
+    try:
+        got_def = jax.tree.structure(got)
+    except Exception:
+        got_def = None
+    if got_def != want_def:
+        raise Fail(f"{what}は params と同じ構造（{_describe(want)}）のはずですが、{_describe(got)} が返りました。"
+                   "jax.tree.map を使うと、葉を計算しても構造はそのまま残ります。")
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(want)[0]]
+    for path, g, w in zip(paths, jax.tree.leaves(got), jax.tree.leaves(want)):
+        expect_close(g, w, f"{what}の {path} ", rtol=1e-4, atol=1e-6, hint=hint)
+
+
+def _describe(tree) -> str:
+    if isinstance(tree, dict):
+        return "辞書 {" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, (list, tuple)):
+        return f"{type(tree).__name__}（要素 {len(tree)} 個）"
+    shape = getattr(tree, "shape", None)
+    return f"形 {fmt(tuple(shape))} の配列" if shape is not None else type(tree).__name__

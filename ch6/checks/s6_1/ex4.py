@@ -1,0 +1,135 @@
+"""6.1-4 clipped_mean_grad: DP-SGD の勾配（サンプルごとに切り詰めてから平均）。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, call, exercise, expect_no_batch_loop, fmt
+from ...checking import f32 as _f32
+from ._common import _expect_tree, _guard, _rng, _shape, _Spy, _tree_close, _unused
+
+
+# 6.1-4 -------------------------------------------------------------------------------
+# DP-SGD の勾配: サンプルごとに勾配のノルムを max_norm 以下に切り詰めてから平均する
+
+def _loss_4(spy: _Spy, d: int):
+    """隠し loss_fn: params = {"hidden": {"W", "b"}, "head": v}、x (d,)、y () -> スカラー。"""
+    import jax.numpy as jnp
+
+    hint = "loss_fn は 1 サンプル用です。サンプルの軸は vmap で回します（in_axes）。"
+
+    def loss_fn(params, x, y):
+        spy.calls += 1
+        _guard("loss_fn", "x", x, (d,), hint)
+        _guard("loss_fn", "y", y, (), hint)
+        h = jnp.tanh(params["hidden"]["W"] @ x + params["hidden"]["b"])
+        return (params["head"] @ h - y) ** 2
+
+    return loss_fn
+
+
+def _params_4(rng, d, h):
+    return {"hidden": {"W": _f32(rng.normal(size=(h, d)) * 0.7), "b": _f32(rng.normal(size=(h,)) * 0.5)},
+            "head": _f32(rng.normal(size=(h,)))}
+
+
+def _per_example_grads(loss_fn, params, xs, ys):
+    """参照: 1 件ずつ grad（チェック側なので素直なループ）。葉の先頭にサンプルの軸。"""
+    import jax
+
+    grads = [jax.grad(loss_fn)(params, x, y) for x, y in zip(xs, ys)]
+    return jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
+
+
+def _leaves_flat(tree):
+    import jax
+
+    return np.concatenate([np.reshape(v, (v.shape[0], -1)) for v in jax.tree.leaves(tree)], axis=1)
+
+
+def _clip_mean(per, max_norm, per_leaf=False):
+    import jax
+
+    if per_leaf:
+        return jax.tree.map(lambda g: (g * np.minimum(1.0, max_norm / np.sqrt((g.reshape(len(g), -1) ** 2).sum(1)))
+                                       .reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
+    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
+    scale = np.minimum(1.0, max_norm / norms)
+    return jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
+
+
+@exercise("6.1-4", "clipped_mean_grad")
+def check_clipped_mean_grad(fn):
+    rng = _rng(4)
+    d, h, b = 4, 5, 9
+    params = _params_4(rng, d, h)
+
+    def data(n):
+        return _f32(rng.normal(size=(n, d)) * 1.5), _f32(rng.normal(size=(n,)) * 2.0)
+
+    xs, ys = data(b)
+    per = _per_example_grads(_loss_4(_Spy(), d), params, xs, ys)
+    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
+    # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
+    # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
+    max_norm = float(np.round(np.median(norms), 2))
+    small = round(max_norm / 10, 3)
+    spy = _Spy()
+    got = call(fn, _loss_4(spy, d), params, xs, ys, max_norm)
+    _unused("loss_fn", spy)
+    want = _clip_mean(per, max_norm)
+    got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
+    if len(got_leaves) == len(want_leaves) and all(_shape(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
+        raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。サンプルごとに切り詰めた勾配を、最後にサンプルについて平均します。")
+    got_small = call(fn, _loss_4(_Spy(), d), params, xs, ys, small)
+    want_small = _clip_mean(per, small)
+    if not (_tree_close(got, want) and _tree_close(got_small, want_small)):
+        mistakes = [
+            (lambda c: _clip_mean(per, np.inf), "切り詰めていません: ノルムが max_norm を超えるサンプルは、勾配に max_norm / ノルム を掛けて縮めます。"),
+            (lambda c: _clip_one(per, c), "平均してから切り詰めています。切り詰めはサンプルごと（平均する前）に行います。"),
+            (lambda c: _clip_mean(per, c, per_leaf=True),
+             "葉ごとに別々のノルムで切り詰めています。ノルムは全部の葉をまとめた 1 本のベクトルのノルムです。"),
+            (lambda c: _scale_all(per, c), "ノルムが max_norm より小さいサンプルまで大きくしています: 掛ける値は min(1, max_norm / ノルム) です。"),
+            (lambda c: _tree_scale(_clip_mean(per, c), b), "サンプルについて平均ではなく合計しています。"),
+        ]
+        for alt, msg in mistakes:
+            if _tree_close(got, alt(max_norm)) and _tree_close(got_small, alt(small)):
+                raise Fail(msg)
+    _expect_tree(got, want, "clipped_mean_grad の結果",
+                 hint="g_i = grad(loss_fn)(params, x_i, y_i) を min(1, max_norm / ||g_i||) 倍して、i について平均します。")
+    _expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルを切り詰める値）のときの結果",
+                 hint="max_norm は引数で受け取った値を使い、g_i を min(1, max_norm / ||g_i||) 倍します。")
+    expect_no_batch_loop(fn, lambda n: (_loss_4(_Spy(), d), params, *data(n), max_norm))
+    clipped = int((norms > max_norm).sum())
+    return (f"隠し loss_fn（入れ子の params）と {b} サンプル（うち {clipped} 件を切り詰め）で一致し、"
+            "jaxpr はバッチサイズに依存しません。")
+
+
+def _leaves_or_empty(tree) -> list:
+    import jax
+
+    try:
+        return jax.tree.leaves(tree)
+    except Exception:
+        return []
+
+
+def _clip_one(per, max_norm):
+    import jax
+
+    mean = jax.tree.map(lambda g: g.mean(0), per)
+    norm = np.sqrt(sum(float((v ** 2).sum()) for v in jax.tree.leaves(mean)))
+    return jax.tree.map(lambda g: g * min(1.0, max_norm / norm), mean)
+
+
+def _scale_all(per, max_norm):
+    import jax
+
+    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
+    scale = max_norm / norms
+    return jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
+
+
+def _tree_scale(tree, k):
+    import jax
+
+    return jax.tree.map(lambda g: g * k, tree)

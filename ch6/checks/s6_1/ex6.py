@@ -1,0 +1,68 @@
+"""6.1-6 batchnorm_image: 画像 1 枚用の関数で、バッチ全体と全画素の統計による正規化（lax.pmean）。"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ...checking import Fail, call, exercise, expect_close, jaxpr_primitives
+from ...checking import f32 as _f32
+from ._common import _rng, _shape
+
+
+# 6.1-6 -------------------------------------------------------------------------------
+# 画像のバッチ正規化: 1 枚 (H, W, C) を受け取り、チャネルごとにバッチ全体と全画素の統計で正規化する
+
+EPS = 1e-5
+
+
+def _images_6(rng, b, hh, ww, c):
+    """チャネルごとに性質の違う画像: 画像ごとのずれ、画素ごとのずれ、分散がとても小さいチャネル（eps が効く）。"""
+    x = rng.normal(size=(b, hh, ww, c)) * np.linspace(0.5, 3.0, c)
+    x += rng.normal(size=(b, 1, 1, c)) * 2.0 + 1.5        # 画像ごとのずれ（画像 1 枚の統計とは違う）
+    x += rng.normal(size=(1, hh, ww, c))                   # 画素ごとのずれ（画素ごとの統計とは違う）
+    x[..., 0] = rng.normal(size=(b, hh, ww)) * 1e-3        # 分散 1e-6: eps=1e-5 のほうが大きい
+    return _f32(x)
+
+
+def _bn_np(xs, eps):
+    x = xs.astype(np.float64)
+    mean = x.mean((0, 1, 2))
+    var = ((x - mean) ** 2).mean((0, 1, 2))
+    return (x - mean) / np.sqrt(var + eps)
+
+
+@exercise("6.1-6", "batchnorm_image")
+def check_batchnorm_image(fn):
+    import jax
+
+    rng = _rng(6)
+    b, hh, ww, c = 5, 4, 3, 6
+    xs = _images_6(rng, b, hh, ww, c)
+    got = call(jax.vmap(fn, axis_name="batch"), xs)
+    want = _bn_np(xs, EPS)
+    if _shape(got) == want.shape and not np.allclose(np.asarray(got, np.float64), want, rtol=1e-3, atol=1e-3):
+        g = np.asarray(got, np.float64)
+        if np.allclose(g, _bn_np(xs, 0.0), rtol=1e-2, atol=1e-3):
+            raise Fail("分散がとても小さいチャネル（分散 ≈ 1e-6）で値が違います: 分母の sqrt(分散 + eps) の eps を"
+                       "入れていないようです。")
+        per_image = (xs - xs.mean((1, 2), keepdims=True)) / np.sqrt(xs.var((1, 2), keepdims=True) + EPS)
+        if np.allclose(g, per_image, rtol=1e-3, atol=1e-3):
+            raise Fail("画像 1 枚ごとの統計で正規化しています。平均と分散はバッチ全体（lax.pmean(…, 'batch')）と"
+                       "全画素（H と W の軸）にわたって取ります。")
+        per_pixel = (xs - xs.mean(0)) / np.sqrt(xs.var(0) + EPS)
+        if np.allclose(g, per_pixel, rtol=1e-3, atol=1e-3):
+            raise Fail("画素ごとにバッチの統計を取っています。チャネルごとに、H と W の軸もまとめて平均します"
+                       "（jnp.mean(…, axis=(0, 1)) と lax.pmean の組み合わせ）。")
+    expect_close(got, want, "vmap(batchnorm_image, axis_name='batch')(xs) の結果", rtol=1e-3, atol=1e-4,
+                 hint="チャネルごとに、バッチ全体と全画素の平均・分散で (x - 平均) / sqrt(分散 + eps) です。")
+    big_eps = 0.5
+    got_eps = call(jax.vmap(functools.partial(fn, eps=big_eps), axis_name="batch"), xs)
+    expect_close(got_eps, _bn_np(xs, big_eps), f"eps={big_eps} で呼んだ結果", rtol=1e-3, atol=1e-4,
+                 hint="eps は引数で受け取った値を使います。")
+    prims = jaxpr_primitives(fn, xs[0], axis_env=[("batch", b)])
+    if not prims & {"psum", "pmean", "psum_invariant"}:
+        raise Fail("1 枚用の関数の中に集団通信（psum / pmean）が見つかりません。"
+                   "バッチ全体の統計は lax.pmean(…, axis_name='batch') で取ります。")
+    return (f"隠し入力（画像 {b} 枚、{hh}×{ww}、{c} チャネル。分散 ≈ 1e-6 のチャネルを含む）と eps={big_eps} で一致し、"
+            "関数の中で集団通信を使っています。")
