@@ -1,0 +1,135 @@
+"""6.5 の問 5〜7: vmap と shard_map の出力の形、out_specs=P() のエラーの直し方。"""
+from __future__ import annotations
+
+import functools
+
+from ...checking import exercise, fmt, n_devices
+from ._common import Outcome, _auto_mesh, _grade, _mesh, _run
+
+
+# 6.5-5 -------------------------------------------------------------------------------
+# vmap の出力の形（in_axes=2, out_axes=1）
+
+Q5_SHAPES = {"a": (6, 2, 3), "b": (2, 6, 3), "c": (2, 3, 6)}  # "d" は「エラーになる」
+
+
+@functools.lru_cache(maxsize=None)
+def _q5_truth() -> frozenset:
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):  # x: (2, 5), w: (5, 3) -> (2, 3)
+        return x @ w
+
+    X = jax.ShapeDtypeStruct((2, 5, 6), jnp.float32)
+    w = jax.ShapeDtypeStruct((5, 3), jnp.float32)
+    try:
+        shape = tuple(jax.eval_shape(jax.vmap(f, in_axes=(2, None), out_axes=1), X, w).shape)
+    except Exception:
+        return frozenset({"d"})
+    return frozenset(k for k, s in Q5_SHAPES.items() if s == shape)
+
+
+@exercise("6.5-5", "q5")
+def check_q5(fn):
+    why = {
+        "a": "(6, 2, 3) はバッチ軸を先頭に置いたとき（out_axes=0、既定）の形です。out_axes が何を指定しているか見直しましょう。",
+        "b": "(2, 6, 3) ではありません。1 サンプル分の出力の形と、バッチ軸を差し込む位置をもう一度確かめましょう。",
+        "c": "(2, 3, 6) はバッチ軸を最後に置いたとき（out_axes=2 または -1）の形です。",
+        "d": "in_axes=2 は X の 2 軸目（大きさ 6）を指し、X は 3 次元なので有効です。エラーにはなりません。",
+    }
+    return _grade(fn, set(_q5_truth()), why, "1 サンプルの出力 (2, 3) の 1 軸目に大きさ 6 のバッチ軸が入ります。")
+
+
+# 6.5-6 -------------------------------------------------------------------------------
+# shard_map の出力の形（keepdims=True の平均を out_specs でつなぐ）
+
+def _q6_shapes(n: int) -> dict[str, tuple]:
+    return {"a": (1, 6), "b": (n, 6), "c": (2 * n, 6), "d": (6,)}
+
+
+@functools.lru_cache(maxsize=None)
+def _q6_truth(n: int) -> frozenset:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = _mesh()
+    x = jax.device_put(jnp.ones((2 * n, 6)), NamedSharding(mesh, P("data", None)))
+    f = jax.shard_map(lambda b: b.mean(axis=0, keepdims=True), mesh=mesh,
+                      in_specs=P("data", None), out_specs=P("data", None))
+    shape = tuple(f(x).shape)
+    return frozenset(k for k, s in _q6_shapes(n).items() if s == shape)
+
+
+@exercise("6.5-6", "q6")
+def check_q6(fn):
+    n = n_devices()
+    why = {
+        "a": "(1, 6) は 1 デバイスの関数が返す形です。out_specs=P('data', None) は各デバイスの結果を data 軸に沿って"
+             "つなぎ合わせるので、全体の形はそれより大きくなります。",
+        "b": "(n_devices, 6) ではありません。1 デバイスが返す形と、out_specs が何をつなぐかを確かめましょう。",
+        "c": "(2*n_devices, 6) は入力 x6 全体の形です。各デバイスは平均を取って 1 行にしています。",
+        "d": "(6,) にはなりません。shard_map は次元の数を保ちます（keepdims=True で 1 デバイスの結果は 2 次元）。",
+    }
+    return _grade(fn, set(_q6_truth(n)), why,
+                  f"各デバイスの (1, 6) が out_specs に従って {n} 個つながり、全体は ({n}, 6) です。")
+
+
+# 6.5-7 -------------------------------------------------------------------------------
+# out_specs=P() のエラーの直し方（Auto のメッシュ）
+
+Q7_OPTIONS = {  # 問題文に載せる変更（表示用）
+    "a": "jax.shard_map(..., check_vma=False)",
+    "b": "jax.jit(total)",
+    "c": 'return lax.psum(x_block.sum(), "data")',
+    "d": "x_block.mean()",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _q7_outcomes(n: int) -> dict[str, Outcome]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _auto_mesh()
+    x = jnp.arange(4.0 * n)
+    want = float(np.arange(4.0 * n).sum())
+
+    def total(body, **kw):
+        return jax.shard_map(body, mesh=mesh, in_specs=P("data"), out_specs=P(), **kw)
+
+    def local_sum(x_block):
+        return x_block.sum()
+
+    runs = {
+        "a": lambda: total(local_sum, check_vma=False)(x),
+        "b": lambda: jax.jit(total(local_sum))(x),
+        "c": lambda: total(lambda x_block: lax.psum(x_block.sum(), "data"))(x),
+        "d": lambda: total(lambda x_block: x_block.mean())(x),
+    }
+
+    def judge(r):
+        got = float(np.asarray(r))
+        if abs(got - want) <= 1e-4 * max(1.0, abs(want)):
+            return Outcome(True, f"全体の合計 {fmt(want)} が返ります")
+        return Outcome(False, f"エラーは出ず、全体の合計 {fmt(want)} ではなく {fmt(got)} が返ります")
+
+    return {k: _run(run, judge) for k, run in runs.items()}
+
+
+@exercise("6.5-7", "q7")
+def check_q7(fn):
+    out = _q7_outcomes(n_devices())
+    why = {
+        "a": "check_vma=False は検査を止めるだけです。各デバイスの値は違う部分和のままなので、"
+             "1 つのデバイスの部分和が「全デバイスで同じ値」として返り、結果が間違います。",
+        "c": "各デバイスの値がどうなれば P() で返せるかを見直しましょう。",
+        "b": "jit で包んでも、shard_map の中の値がデバイスごとに違うことは変わりません。",
+        "d": "mean に変えても、各デバイスが見ているのは自分のブロックだけで、値はデバイスごとに違います。",
+    }
+    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+                  "デバイスごとに違う部分和を全デバイスで足し合わせると、全デバイスで同じ値になり P() で返せます。", out)
