@@ -16,7 +16,7 @@ class Drawing:
     """描いた図: PNG のバイト列と、図の中の文字。Jupyter では PNG として表示される。"""
 
     def __init__(self, fig, caption: str):
-        self.caption = caption
+        self.caption = " ".join(caption.split())  # 1 行に（保存される text/plain を短く決定的に）
         self.texts = [t.get_text() for t in fig.findobj(lambda o: hasattr(o, "get_text")) if t.get_text()]
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
