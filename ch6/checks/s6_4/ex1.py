@@ -1,0 +1,72 @@
+"""6.4-1 batched_loss: 1 サンプル用の損失をバッチ平均にする（vmap）。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32
+from ._common import _matches, _rng, _shape
+
+
+# 6.4-1 -------------------------------------------------------------------------------
+# 1 サンプル用の損失をバッチ平均にする（vmap）。バッチは xs の 1 軸目（列）にある
+
+def _loss1_factory(d: int):
+    import jax.numpy as jnp
+
+    def sample_loss(params, x, y):
+        """隠しモデル: x (d,), y () の 1 サンプル用。1 サンプルでないものが来たら知らせる。"""
+        shape = tuple(getattr(x, "shape", ()))
+        if len(shape) != 1:
+            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの形 ({d},)）。"
+                       "sample_loss は 1 サンプル用です: vmap で包み、in_axes でバッチの軸を指定しましょう。")
+        if shape != (d,):
+            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの特徴 ({d},)）。"
+                       "xs の形は (特徴, バッチ) なので、バッチは 1 軸目です: in_axes=(None, 1, 0)。")
+        pred = params["v"] @ jnp.tanh(params["W"] @ x + params["b"])
+        return (pred - y) ** 2
+
+    return sample_loss
+
+
+def _loss1_np(params, xs, ys):
+    pred = np.tanh(xs.T @ params["W"].T + params["b"]) @ params["v"]  # xs は (d, B)
+    return (pred - ys) ** 2  # (B,)
+
+
+@exercise("6.4-1", "batched_loss")
+def check_batched_loss(fn):
+    rng = _rng(1)
+    d, h, b = 5, 7, 13
+    params = {"W": f32(rng.normal(size=(h, d)) * 0.6), "b": f32(rng.normal(size=(h,)) * 0.1),
+              "v": f32(rng.normal(size=(h,)))}
+
+    def data(n):
+        return f32(rng.normal(size=(d, n))), f32(rng.normal(size=(n,)))  # xs は (特徴, バッチ)
+
+    xs, ys = data(b)
+    sample_loss = _loss1_factory(d)
+    per_example = _loss1_np(params, xs, ys)
+    want = float(per_example.mean())
+    try:
+        got = call(fn, sample_loss, params, xs, ys)
+    except LearnerError as exc:
+        text = str(exc.exc)
+        if "inconsistent sizes" in text and "argument params" in text:
+            raise Fail("vmap が params までバッチ化しようとしています（inconsistent sizes）。"
+                       "params は全サンプル共通なので、in_axes の最初は None です。") from None
+        if "inconsistent sizes" in text:
+            raise Fail(f"vmap の軸の大きさがそろいません（inconsistent sizes）: xs の形は (特徴 {d}, バッチ {b}) で、"
+                       "バッチは 1 軸目です。in_axes=(None, 1, 0) としましょう。") from None
+        raise
+    shape = _shape(got)
+    if shape == (b,):
+        raise Fail(f"形 ({b},) のサンプルごとの損失が返りました。期待はスカラー（平均）です。"
+                   "最後に jnp.mean で平均を取りましょう。")
+    if shape == () and _matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
+        raise Fail(f"合計 {float(np.asarray(got)):.4g} が返りました。期待は平均 {want:.4g} です。"
+                   "jnp.sum ではなく jnp.mean を使いましょう。")
+    expect_close(got, np.float64(want), "batched_loss の値", rtol=1e-4, atol=1e-5,
+                 hint="xs の 1 軸目がバッチです。各サンプルの損失を vmap で求め、jnp.mean で平均します。")
+    expect_no_batch_loop(fn, lambda n: (sample_loss, params, *data(n)))
+    return (f"隠し入力（特徴 {d} × {b} サンプル、隠れ層 {h}）で平均損失が一致し、"
+            "jaxpr はバッチサイズに依存しません。")

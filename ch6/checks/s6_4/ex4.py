@@ -1,0 +1,157 @@
+"""6.4-4 fsdp_shard: FSDP 風にパラメータを 'data' 軸で分割する。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import explain
+from ...checking import Fail, LearnerError, call, exercise, f32
+from ...meshes import mesh_1d, mesh_2d
+from ._common import _rng
+
+
+# 6.4-4 -------------------------------------------------------------------------------
+# FSDP 風にパラメータを分割: 割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を 'data' で分割
+
+def _fsdp_tree(rng, k):
+    """data 軸の大きさ k から形を決めた隠しの pytree。どの k でも、割り切れる軸のうち
+    「最初」「最後」「いちばん長い」が別々の軸になる葉（qkv）、同じ長さの軸が並ぶ葉（square）、
+    1 次元の葉、割り切れない葉、Adam の状態のような整数のスカラーを入れる。"""
+    return {
+        "embed": f32(rng.normal(size=(3 * k, 5))),
+        "attn": {"qkv": f32(rng.normal(size=(2 * k, 5 * k, 3 * k))),
+                 "out": f32(rng.normal(size=(k + 1, 3 * k, 2 * k)))},
+        "square": f32(rng.normal(size=(4 * k, 4 * k))),
+        "dense": {"W": f32(rng.normal(size=(7, 2 * k))), "b": f32(rng.normal(size=(2 * k,)))},
+        "head": {"W": f32(rng.normal(size=(5, 3))), "b": f32(rng.normal(size=(k + 1,)))},
+        "count": np.asarray(7, dtype=np.int32),
+    }
+
+
+def fsdp_axis(shape, k):
+    """規則: 長さが k で割り切れる軸のうち、いちばん長い軸（同じ長さなら前の軸）。なければ None。"""
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return max(divisible, key=lambda i: (shape[i], -i)) if divisible else None
+
+
+def _first_axis(shape, k):
+    return next((i for i, s in enumerate(shape) if s % k == 0), None)
+
+
+def _last_axis(shape, k):
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return divisible[-1] if divisible else None
+
+
+def _longest_last_axis(shape, k):
+    divisible = [i for i, s in enumerate(shape) if s % k == 0]
+    return max(divisible, key=lambda i: (shape[i], i)) if divisible else None
+
+
+def _entries(spec, ndim):
+    """PartitionSpec を、軸ごとのメッシュ軸名のタプルの列にそろえる（末尾の None、1 つだけのタプルを正規化）。"""
+    items = list(spec) + [None] * (ndim - len(spec))
+    return tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in items)
+
+
+def _spec_of(axis, ndim):
+    from jax.sharding import PartitionSpec as P
+
+    return P() if axis is None else P(*[None] * axis, "data")
+
+
+def _check_fsdp_on(fn, mesh, tree, label):
+    import jax
+    from jax.sharding import NamedSharding
+
+    k = mesh.shape["data"]
+    n_mesh = mesh.devices.size
+    try:
+        got = call(fn, tree, mesh)
+    except LearnerError as exc:
+        if "implies that array axis" not in str(exc.exc):
+            raise
+        raise Fail(f"{label}: 割り切れない軸を 'data' で分割しようとしてエラーになりました"
+                   f"（{explain.explain(exc.exc)}）。割り切れるかは jax.device_count() ではなく、"
+                   f"mesh.shape['data'] = {k} で調べます。") from None
+    if jax.tree.structure(got) != jax.tree.structure(tree):
+        raise Fail(f"{label}: 返り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置しましょう。")
+    mesh_devices = set(mesh.devices.flat)
+    total_in = total_out = 0
+    for (path, leaf), want in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(tree)):
+        name = jax.tree_util.keystr(path)
+        if not isinstance(leaf, jax.Array):
+            raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしましょう。")
+        if leaf.dtype != want.dtype:
+            raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま置きましょう。")
+        if leaf.shape != want.shape or not np.array_equal(np.asarray(leaf), want):
+            raise Fail(f"{label}: 葉 {name} の値が変わっています。配置を変えるだけで、値は変えません。")
+        sh = leaf.sharding
+        if set(sh.device_set) != mesh_devices:
+            raise Fail(f"{label}: 葉 {name} が {len(sh.device_set)} デバイスにあります"
+                       f"（期待はメッシュの {n_mesh} デバイス）。NamedSharding(mesh, spec) を使いましょう。")
+        if not (isinstance(sh, NamedSharding) and tuple(sh.mesh.axis_names) == tuple(mesh.axis_names)
+                and np.array_equal(sh.mesh.device_ids, mesh.device_ids)):
+            raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で置かれていません"
+                       f"（{type(sh).__name__}）。jax.device_put(a, NamedSharding(mesh, spec)) を使いましょう。")
+        shape = want.shape
+        axis = fsdp_axis(shape, k)
+        want_spec = _spec_of(axis, len(shape))
+        total_in += want.nbytes
+        total_out += int(np.prod(sh.shard_shape(leaf.shape))) * leaf.dtype.itemsize
+        got_entries = _entries(sh.spec, len(shape))
+        if got_entries == _entries(want_spec, len(shape)):
+            continue
+        seen = f"（spec {sh.spec}、期待 {want_spec}）"
+        others = sorted({a for e in got_entries for a in e} - {"data"})
+        if others:
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）を {', '.join(others)} 軸でも分割しています{seen}。"
+                       "'data' 軸だけで分割し、ほかの軸（model など）は使いません。")
+        split = [i for i, e in enumerate(got_entries) if "data" in e]
+        if split and split[0] == (fsdp_axis(shape, n_mesh) if n_mesh != k else None):
+            hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
+                    f"mesh.shape['data'] = {k} で調べます。")
+        elif not split:
+            if axis is None:  # ここには来ない（期待も複製なら spec は一致している）
+                hint = ""
+            elif fsdp_axis(shape, n_mesh) is None and n_mesh != k:
+                hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
+                        f"mesh.shape['data'] = {k} で調べます。")
+            elif len(shape) == 1:
+                hint = "1 次元の葉（バイアスなど）も分割の対象です。"
+            else:
+                hint = f"{axis} 軸（長さ {shape[axis]}）が {k} で割り切れます。"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）が 'data' 軸で分割されていません{seen}。{hint}")
+        else:
+            j = split[0]
+            if axis is None:
+                hint = f"どの軸も {k} で割り切れないので、複製（P()）にします。"
+            elif j == _longest_last_axis(shape, k):
+                hint = "いちばん長い軸が複数あるときは、前の軸を選びます。"
+            elif j == _first_axis(shape, k):
+                hint = "割り切れる最初の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
+            elif j == _last_axis(shape, k):
+                hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
+            else:
+                hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）: 'data' で分割したのは {j} 軸（長さ {shape[j]}）ですが、"
+                       f"規則では {'複製' if axis is None else f'{axis} 軸（長さ {shape[axis]}）'}です{seen}。{hint}")
+        raise Fail(f"{label}: 葉 {name}（形 {shape}）の分割が規則と違います{seen}。{hint}")
+    return total_in, total_out
+
+
+@exercise("6.4-4", "fsdp_shard")
+def check_fsdp_shard(fn):
+    import jax
+
+    n = jax.device_count()
+    rng = _rng(4)
+    mesh1 = mesh_1d("data")
+    t_in, t_out = _check_fsdp_on(fn, mesh1, _fsdp_tree(rng, n), f"1 次元メッシュ（data={n}）")
+    mesh2 = mesh_2d(("data", "model"))  # 偶数なら (n/2, 2)、奇数なら (n, 1)
+    k, n_model = mesh2.shape["data"], mesh2.shape["model"]
+    _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")
+    if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
+        sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
+        _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
+    return (f"{n} デバイス: 隠しの pytree（全体 {t_in:,} バイト）が 1 デバイスあたり {t_out:,} バイトになりました。"
+            "どのメッシュでも、各葉は割り切れる軸のうちいちばん長い軸を 'data' 軸だけで分割しています。")
