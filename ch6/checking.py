@@ -25,6 +25,7 @@ from . import explain
 __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
+    "PSUM_NAMES", "is_close", "traced_eqns",
 ]
 
 
@@ -230,3 +231,29 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
 
 
 walk = _walk  # 公開名: for eqn in walk(closed_jaxpr.jaxpr)
+
+# shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で jaxpr に現れる
+PSUM_NAMES = frozenset({"psum", "psum_invariant"})
+
+
+def is_close(a, b, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """a が b と同じ形で、許容誤差の内にあるか（数値の配列にできなければ False）。"""
+    try:
+        a = np.asarray(a, dtype=np.float64)
+    except Exception:
+        return False
+    b = np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def traced_eqns(fn: Callable, *args) -> list:
+    """fn(*args) をトレースした jaxpr の式（入れ子も含む）。未解答は NotDone、学習者の例外は LearnerError。"""
+    import jax
+
+    try:
+        closed = jax.make_jaxpr(fn)(*args)
+    except NotImplementedError as exc:
+        raise (NotDone() if _is_stub(exc) else LearnerError(exc)) from exc
+    except Exception as exc:
+        raise LearnerError(exc) from exc
+    return list(_walk(closed.jaxpr))

@@ -14,35 +14,11 @@ import numpy as np
 from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close, expect_shape
 from ..checking import walk as _walk
 from ..checking import f32 as _f32, hidden_rng, n_devices as _n
-
-# shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で jaxpr に現れる
-PSUM_NAMES = frozenset({"psum", "psum_invariant"})
+from ..checking import PSUM_NAMES, is_close as _close, traced_eqns as _eqns  # noqa: F401
 
 
 def _rng(tag: int) -> np.random.Generator:
     return hidden_rng(62_000 + tag)
-
-
-def _close(a, b, rtol=1e-4, atol=1e-5) -> bool:
-    try:
-        a = np.asarray(a, dtype=np.float64)
-    except Exception:
-        return False
-    b = np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def _eqns(fn, *args):
-    """fn(*args) をトレースした jaxpr の式（入れ子も含む）。学習者の例外は LearnerError に。"""
-    import jax
-
-    try:
-        closed = jax.make_jaxpr(fn)(*args)
-    except NotImplementedError as exc:
-        raise NotDone() from exc
-    except Exception as exc:
-        raise LearnerError(exc) from exc
-    return list(_walk(closed.jaxpr))
 
 
 def _prims(fn, *args) -> set[str]:

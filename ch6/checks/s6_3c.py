@@ -17,41 +17,27 @@ from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close
 from ..checking import walk as _walk
 from ..checking import f32 as _f32, hidden_rng, n_devices as _n
 
+from ..checking import PSUM_NAMES, is_close as _close, traced_eqns  # noqa: F401
+
 MESH_AXIS = "data"  # どちらの演習もメッシュの軸の名前は "data"（問題文に書いてある）
 HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの LR_LOGISTIC とは違う）
 HIDDEN_EPS = 0.2  # 6.3c-2 の採点で渡す eps（分散の小さい列で効く大きさ）
-PSUM_NAMES = frozenset({"psum", "psum_invariant"})
 
 
 def _rng(tag: int) -> np.random.Generator:
     return hidden_rng(63_300 + tag)
 
 
-def _close(a, b, rtol=1e-4, atol=1e-5) -> bool:
-    try:
-        a = np.asarray(a, dtype=np.float64)
-    except Exception:
-        return False
-    b = np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-
-
 def _eqns(fn, *args):
-    """fn(*args) をトレースした jaxpr の式（入れ子も含む）。学習者の例外は LearnerError に。"""
-    import jax
-
+    """traced_eqns と同じ。ただし関数の中の jax.set_mesh は、何が違うかを言って不合格にする。"""
     try:
-        closed = jax.make_jaxpr(fn)(*args)
-    except NotImplementedError as exc:
-        raise NotDone() from exc
-    except ValueError as exc:
-        if "set_mesh" in str(exc) and "outside of" in str(exc):
+        return traced_eqns(fn, *args)
+    except LearnerError as err:
+        exc = err.exc
+        if isinstance(exc, ValueError) and "set_mesh" in str(exc) and "outside of" in str(exc):
             raise Fail("関数の中で jax.set_mesh を使っています。jax.set_mesh は jit やトレースの外でしか使えないので、"
                        "メッシュは呼ぶ側で与えます（問題文のとおり、採点では with jax.set_mesh(mesh) の中で呼びます）。") from None
-        raise LearnerError(exc) from exc
-    except Exception as exc:
-        raise LearnerError(exc) from exc
-    return list(_walk(closed.jaxpr))
+        raise
 
 
 def _shard_maps(eqns) -> list[tuple[str, ...]]:
