@@ -8,14 +8,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
-
-
-def _small_and_deterministic(make):
-    a, b = make(), make()
-    assert a.png == b.png, "the same input must give the same PNG bytes"
-    assert a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
-    assert b"Matplotlib" not in a.png  # 版の入ったメタデータを入れない
-    return a
+from drawcheck import small_and_deterministic as _small_and_deterministic
 
 
 def test_mesh_shows_every_device_and_axis():

@@ -7,16 +7,9 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
+from drawcheck import small_and_deterministic as _small_and_deterministic
 
 N = jax.device_count()
-
-
-def _small_and_deterministic(make):
-    a, b = make(), make()
-    assert a.png == b.png, "the same input must give the same PNG bytes"
-    assert a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
-    assert b"Matplotlib" not in a.png
-    return a
 
 
 def _matmul_case(spec_a, spec_b, spec_out):

@@ -5,14 +5,7 @@ import numpy as np
 import pytest
 
 from ch6 import draw
-
-
-def _small_and_deterministic(make):
-    a, b = make(), make()
-    assert a.png == b.png, "the same input must give the same PNG bytes"
-    assert a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
-    assert b"Matplotlib" not in a.png
-    return a
+from drawcheck import small_and_deterministic as _small_and_deterministic
 
 
 def _stages(n):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ch6 import draw
+from drawcheck import small_and_deterministic as _small_and_deterministic
 
 NODES = [
     ("q", "複数のデバイスで\n動かす？", "問い", (2.0, 0.0)),
@@ -12,14 +13,6 @@ NODES = [
     ("old", "pmap のコード", "レガシー", (5.0, 0.0)),
 ]
 EDGES = [("q", "a", "いいえ"), ("q", "b", "はい"), ("old", "q", "移す")]
-
-
-def _small_and_deterministic(make):
-    a, b = make(), make()
-    assert a.png == b.png, "the same input must give the same PNG bytes"
-    assert a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
-    assert b"Matplotlib" not in a.png
-    return a
 
 
 def test_flowchart_shows_every_box_label_and_kind():

@@ -8,18 +8,11 @@ import copy
 import pytest
 
 from ch6 import draw, multihost
+from drawcheck import small_and_deterministic as _small_and_deterministic
 
 IDS = [0, 1, 2, 3, 2048, 2049, 2050, 2051]      # 2 プロセス × 4 個の CPU デバイスの実際の番号
 OWNERS = [0, 0, 0, 0, 1, 1, 1, 1]
 ROWS = {d: (8 * k, 8 * k + 8) for k, d in enumerate(IDS)}
-
-
-def _small_and_deterministic(make):
-    a, b = make(), make()
-    assert a.png == b.png, "the same input must give the same PNG bytes"
-    assert a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
-    assert b"Matplotlib" not in a.png
-    return a
 
 
 def test_grid_names_every_device_and_its_process():
