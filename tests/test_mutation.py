@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import mutate  # noqa: E402
+import pytest  # noqa: E402
 
 MIN_SCORE = 0.95
 
@@ -58,6 +59,10 @@ def test_equivalent_list_names_real_mutants():
         assert reason, f"{ex} | {label}: give a reason"
 
 
+@pytest.mark.skipif(
+    __import__("jax").device_count() < 8,
+    reason="the score is measured with the default 8 devices: with fewer, collectives and ring directions coincide "
+           "(psum = pmean = pmax on one device, +1 = -1 on two), so those mutants are truly equivalent there")
 def test_mutation_score(record_property):
     outcomes = []
     for path in sorted((ROOT / "solutions").glob("*.ipynb")):
