@@ -25,7 +25,7 @@ from . import explain
 __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
-    "PSUM_NAMES", "is_close", "traced_eqns",
+    "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry",
 ]
 
 
@@ -244,6 +244,16 @@ def is_close(a, b, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
         return False
     b = np.asarray(b, dtype=np.float64)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def dict_entry(tree, key: str, what: str, keys: tuple[str, ...] = ("w", "b")):
+    """学習者が返したパラメータの dict から key の値を取る（キーが keys と違えば、何が返ったかを言って不合格）。"""
+    if not isinstance(tree, dict) or set(tree) != set(keys):
+        got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
+        names = " と ".join(f"'{k}'" for k in keys)
+        raise Fail(f"{what}はキー {names} の dict のはずですが、{got} が返りました。"
+                   "jax.tree.map で params と同じ形の dict を返しましょう。")
+    return tree[key]
 
 
 def traced_eqns(fn: Callable, *args) -> list:

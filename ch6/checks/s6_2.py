@@ -14,7 +14,7 @@ import numpy as np
 from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close, expect_shape
 from ..checking import walk as _walk
 from ..checking import f32 as _f32, hidden_rng, n_devices as _n
-from ..checking import PSUM_NAMES, is_close as _close, traced_eqns as _eqns  # noqa: F401
+from ..checking import PSUM_NAMES, dict_entry as _get, is_close as _close, traced_eqns as _eqns  # noqa: F401
 
 
 def _rng(tag: int) -> np.random.Generator:
@@ -23,14 +23,6 @@ def _rng(tag: int) -> np.random.Generator:
 
 def _prims(fn, *args) -> set[str]:
     return {e.primitive.name for e in _eqns(fn, *args)}
-
-
-def _get(tree, key, what):
-    if not isinstance(tree, dict) or set(tree) != {"w", "b"}:
-        got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-        raise Fail(f"{what}はキー 'w' と 'b' の dict のはずですが、{got} が返りました。"
-                   "jax.tree.map で params と同じ形の dict を返しましょう。")
-    return tree[key]
 
 
 # 6.2-1 -------------------------------------------------------------------------------

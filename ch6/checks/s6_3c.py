@@ -17,7 +17,7 @@ from ..checking import Fail, LearnerError, NotDone, call, exercise, expect_close
 from ..checking import walk as _walk
 from ..checking import f32 as _f32, hidden_rng, n_devices as _n
 
-from ..checking import PSUM_NAMES, is_close as _close, traced_eqns  # noqa: F401
+from ..checking import PSUM_NAMES, dict_entry as _get, is_close as _close, traced_eqns  # noqa: F401
 
 MESH_AXIS = "data"  # どちらの演習もメッシュの軸の名前は "data"（問題文に書いてある）
 HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの LR_LOGISTIC とは違う）
@@ -50,14 +50,6 @@ def _pair(out, what: str):
         got = f"長さ {len(out)} の {type(out).__name__}" if isinstance(out, (tuple, list)) else type(out).__name__
         raise Fail(f"{what}の 2 つ組（タプルでもリストでもよい）を返してください（受け取ったのは {got}）。")
     return out
-
-
-def _get(tree, key, what):
-    if not isinstance(tree, dict) or set(tree) != {"w", "b"}:
-        got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
-        raise Fail(f"{what}はキー 'w' と 'b' の dict のはずですが、{got} が返りました。"
-                   "jax.tree.map で params と同じ形の dict を返しましょう。")
-    return tree[key]
 
 
 # 6.3c-1 ------------------------------------------------------------------------------
