@@ -1,0 +1,17 @@
+"""チェックの単体テストが共有する部品: 未解答の関数、例外を出す関数、状態と言葉の確認。"""
+from ch6._core import run_check
+
+
+def not_done(*args, **kwargs):
+    raise NotImplementedError
+
+
+def boom(*args, **kwargs):
+    raise ZeroDivisionError("division by zero")
+
+
+def expect(ex, fn, want_status, *words):
+    r = run_check(ex, fn)
+    assert r.status == want_status, r.message
+    for w in words:
+        assert w in r.message, f"{w!r} not in {r.message!r}"
