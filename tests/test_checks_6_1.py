@@ -13,7 +13,7 @@ from jax import lax
 
 from ch6 import run_check
 from ch6.checks import s6_1
-from checkhelp import boom, not_done  # noqa: E402,F401
+from tests.checkhelp import boom, not_done  # noqa: E402,F401
 
 
 def status(ex, fn):

@@ -13,7 +13,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import run_check
-from checkhelp import boom, expect, not_done  # noqa: E402,F401
+from tests.checkhelp import boom, expect, not_done  # noqa: E402,F401
 
 N = jax.device_count()
 

@@ -13,7 +13,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ch6 import run_check
-from checkhelp import boom, expect, not_done  # noqa: E402,F401
+from tests.checkhelp import boom, expect, not_done  # noqa: E402,F401
 
 N = jax.device_count()
 LR_LOGISTIC = 0.5  # ノートブックの学習率（チェックは別の学習率を渡す）

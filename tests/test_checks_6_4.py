@@ -8,7 +8,7 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import run_check
-from checkhelp import boom, expect, not_done  # noqa: E402,F401
+from tests.checkhelp import boom, expect, not_done  # noqa: E402,F401
 
 
 # 6.4-1 batched_loss（xs は (特徴, バッチ): バッチは 1 軸目） ----------------------------------

@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
-from drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic as _small_and_deterministic
 
 
 def test_mesh_shows_every_device_and_axis():

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
-from drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic as _small_and_deterministic
 
 N = jax.device_count()
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ch6 import draw
-from drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic as _small_and_deterministic
 
 
 def _stages(n):

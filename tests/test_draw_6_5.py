@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ch6 import draw
-from drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic as _small_and_deterministic
 
 NODES = [
     ("q", "複数のデバイスで\n動かす？", "問い", (2.0, 0.0)),

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from ch6 import draw, multihost
-from drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic as _small_and_deterministic
 
 IDS = [0, 1, 2, 3, 2048, 2049, 2050, 2051]      # 2 プロセス × 4 個の CPU デバイスの実際の番号
 OWNERS = [0, 0, 0, 0, 1, 1, 1, 1]
