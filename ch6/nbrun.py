@@ -11,6 +11,8 @@ import nbformat
 from . import sanitize
 
 DEFAULT_DEVICES = 8
+# JupyterLab が開いたときに書くのと同じカーネル指定（違うと、開いただけでノートブックが変更扱いになる）
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def kernel_env(devices: int = DEFAULT_DEVICES, platforms: str | None = "cpu") -> dict[str, str]:
@@ -49,7 +51,7 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 _clean_error(out, rules)
     for key in ("widgets", "papermill"):
         nb.metadata.pop(key, None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     return nb
 
 
@@ -72,5 +74,10 @@ def read(path: str | os.PathLike) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
 
 
+def writes(nb: nbformat.NotebookNode) -> str:
+    """保存するときの文字列（write と同じ形）。"""
+    return nbformat.writes(nb) + "\n"
+
+
 def write(nb: nbformat.NotebookNode, path: str | os.PathLike) -> None:
-    Path(path).write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+    Path(path).write_text(writes(nb), encoding="utf-8")

@@ -67,6 +67,7 @@ def to_exercise(solution, relpath: str | None = None):
     """解答つきノートブック -> 出力なしの演習ノートブック（まだ実行していない）。
     relpath（例 "exercises/6_1_vmap.ipynb"）を渡すと Colab バッジをそのファイルへ向け直す。"""
     nb = copy.deepcopy(solution)
+    nb.metadata.pop("jupytext", None)  # 演習は生成物なので MyST の双子を持たない
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.source = strip_code(cell.source, f"cell {i}")
