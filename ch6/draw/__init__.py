@@ -11,14 +11,22 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`ring_steps`: リングの各ステップで、どのデバイスがどのブロックを持っているか
 - :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
 - :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
+- :func:`roofline`・:func:`step_times`・:func:`memory_bars`・:func:`decision`: 費用とメモリ（6.7 節、cost.py）
+- :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: 系列並列と専門家並列（6.8b 節、sequence.py）
 - :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
 """
 from __future__ import annotations
 
 from ._base import DPI, Drawing, color
+from .cost import decision, memory_bars, roofline, step_times
 from .arrays import mesh, process_grid, shard_layout, sharding, shardings
 from .diagrams import flowchart, timeline, vmap_axes
 from .values import device_stages, device_values, device_values_from, ring_steps
+from .sequence import dropped_vs_capacity, expert_load, ring_attention_steps
+from .pipeline import bubble_fractions, pipeline_schedule
 
 __all__ = ["DPI", "Drawing", "color", "mesh", "shard_layout", "sharding", "shardings", "process_grid",
-           "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart"]
+           "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart",
+           "ring_attention_steps", "expert_load", "dropped_vs_capacity",
+           "roofline", "step_times", "memory_bars", "decision",
+           "pipeline_schedule", "bubble_fractions"]
