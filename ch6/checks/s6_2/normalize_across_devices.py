@@ -1,0 +1,32 @@
+"""6.2-1 normalize_across_devices: 全デバイスの合計で割る（lax.psum）。"""
+from __future__ import annotations
+
+from ...checking import Fail, PSUM_NAMES, call, exercise, expect_close, f32, is_close, n_devices
+from .common import exercise_rng, primitives
+
+
+# 6.2-1 -------------------------------------------------------------------------------
+
+@exercise("6.2-1", "normalize_across_devices")
+def check_normalize(fn):
+    n = n_devices()
+    rng = exercise_rng(1)
+    ks = [k for k in (5, 3, 4) if k != n][:2]  # 形を変えて 2 回（形の決め打ちを防ぐ）。k != n で転置と区別できる
+    for k in ks:
+        xs = f32(rng.uniform(0.5, 2.0, size=(n, k)))
+        want = xs / xs.sum()
+        got = call(fn, xs)
+        if getattr(got, "shape", None) == (k, n) and k != n:
+            raise Fail(f"出力の形が {(k, n)} で、期待 {(n, k)} の転置です。デバイスの軸は 0 軸目のまま返します"
+                       "（in_axes / out_axes は既定の 0 で十分です）。")
+        local = xs / xs.sum(axis=1, keepdims=True)
+        if n > 1 and is_close(got, local):
+            raise Fail("各行（各デバイス）の中だけで合計が 1 になっています。全デバイスの合計で割るには "
+                       "lax.psum(x.sum(), axis_name) を使います（pmap に axis_name を付けましょう）。")
+        expect_close(got, want, f"normalize_across_devices(xs) の結果（xs の形 {(n, k)}）",
+                     hint="全要素の合計が 1 になるように、全デバイスの合計で割ります。")
+    prims = primitives(fn, xs)
+    if not prims & PSUM_NAMES:
+        raise Fail("値は合っていますが、jaxpr にデバイス間の psum が見つかりません。"
+                   "pmap の中で lax.psum を使って全デバイスの合計を取りましょう。")
+    return f"隠し入力 ({n}, {ks[0]}) と ({n}, {ks[1]}) で一致し、デバイス間の psum を使っています。"

@@ -1,0 +1,106 @@
+"""6.3c-1 make_migrated_step: pmap の SGD ステップを jax.jit(jax.shard_map(...)) に移し、1 度だけ作って返す。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, call, dict_entry, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
+
+
+# 6.3c-1 ------------------------------------------------------------------------------
+
+HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの LR_LOGISTIC とは違う）
+
+
+def _logistic_np(params, x, y, lr, scale=1.0):
+    """全データでのロジスティック回帰の 1 ステップ（NumPy）。scale は勾配の倍率（誤答の見分け用）。"""
+    w, b = np.asarray(params["w"], np.float64), float(params["b"])
+    z = x @ w + b
+    loss = float(np.mean(np.logaddexp(0.0, z) - y * z))
+    r = 1 / (1 + np.exp(-z)) - y
+    gw, gb = x.T @ r / len(y), r.mean()
+    return {"w": w - lr * scale * gw, "b": b - lr * scale * gb}, loss
+
+
+def _step_data(rng, mesh, n, per, d):
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    x = f32(rng.normal(size=(n * per, d)))
+    y = f32(rng.uniform(size=(n * per,)) < 0.5)
+    p0 = {"w": f32(rng.normal(size=(d,)) * 0.5), "b": np.float32(rng.normal() * 0.2)}
+    placed = (jax.device_put(p0, NamedSharding(mesh, P())),
+              jax.device_put(x, NamedSharding(mesh, P(MESH_AXIS))),
+              jax.device_put(y, NamedSharding(mesh, P(MESH_AXIS))))
+    return p0, x, y, placed
+
+
+def _check_step_output(out, p0, x, y, n, d, what):
+    new, loss = pair(out, f"{what}は (new_params, loss) ")
+    w, b = dict_entry(new, "w", "new_params"), dict_entry(new, "b", "new_params")
+    if getattr(w, "shape", None) == (n, d) and n > 1:
+        raise Fail(f"'w' の形が ({n}, {d}) で、pmap のようにデバイスごとに積み重なっています。"
+                   "全デバイスで同じ結果は out_specs=P() で、形 (d,) の 1 つのグローバル配列として返します。")
+    expect_shape(w, (d,), "new_params['w']", "out_specs=P() で複製された 1 つの配列を返します。")
+    expect_shape(b, (), "new_params['b']", "out_specs=P() で複製された 1 つの配列を返します。")
+    if getattr(loss, "shape", None) != ():
+        shape = getattr(loss, "shape", None)
+        raise Fail(f"loss の形が {tuple(shape) if shape is not None else type(loss).__name__} です。"
+                   "全デバイスで平均した損失をスカラー（形 ()）で返します（lax.pmean と out_specs=P()）。")
+    want, want_loss = _logistic_np(p0, x, y, HIDDEN_LR)
+    expect_close(loss, want_loss, f"{what}の loss（更新前の全データの平均損失）",
+                 hint="各デバイスの損失を lax.pmean で全デバイスの平均にします。")
+    if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
+        raise Fail(f"更新が {n} 倍大きすぎます。check_vma=True（既定）の shard_map では、P() で渡したパラメータの勾配は"
+                   "自動で全デバイス分 psum されるので、その後の pmean では平均になりません。"
+                   "損失を pmean してから grad しましょう。")
+    hint = f"学習率は引数 lr（採点では {HIDDEN_LR}）、損失は引数 loss_fn を使います。"
+    expect_close(w, want["w"], f"{what}の new_params['w']", hint=hint)
+    expect_close(b, want["b"], f"{what}の new_params['b']", hint=hint)
+
+
+@exercise("6.3c-1", "make_migrated_step")
+def check_migrated_step(fn):
+    import jax
+    import jax.numpy as jnp
+
+    from ...hlo import count_collectives
+
+    n = n_devices()
+    rng = exercise_rng(1)
+    d, per = 3, 5
+    mesh = jax.make_mesh((n,), (MESH_AXIS,))
+    traces = [0]
+
+    def loss_fn(params, x, y):
+        # 採点で渡す損失（ロジットから計算する 2 値交差エントロピー）。呼ばれた回数＝トレースの回数
+        traces[0] += 1
+        z = x @ params["w"] + params["b"]
+        return jnp.mean(jnp.logaddexp(0.0, z) - y * z)
+
+    step = call(fn, mesh, loss_fn, HIDDEN_LR)
+    if not callable(step):
+        raise Fail(f"make_migrated_step はステップ関数（jit した関数）を返すファクトリ関数です"
+                   f"（受け取ったのは {type(step).__name__}）。")
+    p0, x, y, placed = _step_data(rng, mesh, n, per, d)
+    _check_step_output(call(step, *placed), p0, x, y, n, d, "1 回目")
+    first = traces[0]
+    p1, x1, y1, placed1 = _step_data(rng, mesh, n, per, d)  # 同じ形、違う値
+    _check_step_output(call(step, *placed1), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
+    again = traces[0] - first
+    if again:
+        raise Fail(f"同じ形の入力で 2 回目に呼んだとき、ステップがもう一度トレースされました（loss_fn が呼ばれた回数: "
+                   f"1 回目の呼び出しで {first} 回、2 回目で {again} 回）。jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作って"
+                   "返します（呼ぶたびに jax.jit を作り直したり、jit を付けなかったりすると毎回トレースされます）。")
+
+    meshes = shard_map_axes(learner_eqns(step, *placed))
+    if not any(MESH_AXIS in m for m in meshes):
+        raise Fail("jaxpr に、渡したメッシュ（軸 'data'）の shard_map が見つかりません。この演習では "
+                   "jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します（jit とシャーディングだけの版は 6.3c の本文で見ました）。")
+    colls = call(count_collectives, jax.jit(step), *placed)
+    if colls.get("all-gather", 0):
+        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、"
+                   "各デバイスの損失（または勾配）だけを pmean で平均しましょう。")
+    found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
+    return (f"隠し入力（{n} デバイス × {per} 件、学習率 {HIDDEN_LR}）でレガシー版と同じ更新になり、"
+            f"2 回目の呼び出しでトレースし直しませんでした（集団通信: {found}）。")
