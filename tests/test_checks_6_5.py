@@ -45,9 +45,9 @@ RAN = {
     ("6.5-10", "a"): "全体の形が W の", ("6.5-10", "c"): "全体の形が W の",
 }
 IDS = sorted(ANSWERS, key=lambda q: int(q.split("-")[1]))
-OUTCOMES = {"6.5-1": lambda n: s6_5._q1_outcomes(), "6.5-3": s6_5._q3_outcomes, "6.5-4": s6_5._q4_outcomes,
-            "6.5-7": s6_5._q7_outcomes, "6.5-10": s6_5._q10_outcomes}
-TRUTHS = {"6.5-2": s6_5._q2_truth, "6.5-5": lambda n: s6_5._q5_truth(), "6.5-6": s6_5._q6_truth}
+OUTCOMES = {"6.5-1": lambda n: s6_5.q1_outcomes(), "6.5-3": s6_5.q3_outcomes, "6.5-4": s6_5.q4_outcomes,
+            "6.5-7": s6_5.q7_outcomes, "6.5-10": s6_5.q10_outcomes}
+TRUTHS = {"6.5-2": s6_5.q2_truth, "6.5-5": lambda n: s6_5.q5_truth(), "6.5-6": s6_5.q6_truth}
 
 
 def _const(value):
@@ -122,19 +122,19 @@ def test_correct_set_depends_on_the_device_count_only_as_stated(qid):
 def test_explanations_match_what_the_options_do():
     """説明が言う「エラーになる」「値が違う」が、実際に動かした結果と一致する（JAX の版が変われば気づく）。"""
     n = jax.device_count()
-    q1 = s6_5._q1_outcomes()
+    q1 = s6_5.q1_outcomes()
     assert [q1[k].ok for k in "abcd"] == [False, True, False, False]
-    q7 = s6_5._q7_outcomes(n)
+    q7 = s6_5.q7_outcomes(n)
     assert q7["b"].text.startswith("ValueError") and q7["d"].text.startswith("ValueError") and q7["c"].ok
-    q4 = s6_5._q4_outcomes(n)
+    q4 = s6_5.q4_outcomes(n)
     assert q4["c"].text.startswith("DuplicateSpecError") and q4["b"].ok and not q4["d"].ok
-    q10 = s6_5._q10_outcomes(n)
+    q10 = s6_5.q10_outcomes(n)
     assert q10["b"].ok
     if n > 1:
         assert q4["a"].text.startswith("ValueError")
         assert not q7["a"].ok and "エラーは出ず" in q7["a"].text
         assert not q10["a"].ok and not q10["c"].ok and not q10["d"].ok
-        assert s6_5._q3_outcomes(n)["b"].ok and not s6_5._q3_outcomes(n)["c"].ok
+        assert s6_5.q3_outcomes(n)["b"].ok and not s6_5.q3_outcomes(n)["c"].ok
 
 
 @pytest.mark.parametrize("value,words", [("z", "どれか 1 つ"), ("ab", "どれか 1 つ"), ("", "どれか 1 つ"),
@@ -198,23 +198,23 @@ def test_not_a_function():
 
 def test_measured_answers_match_the_devices():
     n = jax.device_count()
-    assert s6_5._q5_truth() == {"b"}
-    assert s6_5._q6_truth(n) == ({"a", "b"} if n == 1 else {"b"})
-    assert s6_5._q2_truth(n) == ({"b", "c"} if n == 1 else {"b"})
+    assert s6_5.q5_truth() == {"b"}
+    assert s6_5.q6_truth(n) == ({"a", "b"} if n == 1 else {"b"})
+    assert s6_5.q2_truth(n) == ({"b", "c"} if n == 1 else {"b"})
     if n == 1:
-        assert s6_5._q8_truth(n) == {"a"} and s6_5._q9_truth(n) == {"a"}
+        assert s6_5.q8_truth(n) == {"a"} and s6_5.q9_truth(n) == {"a"}
         assert "実測できない" in ch6.run_check("6.5-8", _const("b")).message
     else:
-        assert s6_5._q8_truth(n) == {"b"}
-        assert s6_5._q9_truth(n) == {"c"}
+        assert s6_5.q8_truth(n) == {"b"}
+        assert s6_5.q9_truth(n) == {"c"}
         assert f"デバイス {n} 個でコンパイル" in ch6.run_check("6.5-9", _const("c")).message
 
 
 def test_unexpected_collective_is_a_checker_problem():
     with pytest.raises(RuntimeError):
-        s6_5._collective_choices({"reduce-scatter": 1})
-    assert s6_5._collective_choices({"all-reduce": 1, "all-gather": 2}) == {"b", "c"}
-    assert s6_5._collective_choices({}) == {"a"}
+        s6_5.collective_choices({"reduce-scatter": 1})
+    assert s6_5.collective_choices({"all-reduce": 1, "all-gather": 2}) == {"b", "c"}
+    assert s6_5.collective_choices({}) == {"a"}
 
 
 # ---------------------------------------------------------------- 問題文とチェックが同じものを指している

@@ -19,13 +19,13 @@
 from __future__ import annotations
 
 from ...show import collectives_line
-from . import _common, ex1, ex2, ex3, ex4, ex5  # import するとそれぞれの演習が登録される
-from ._common import AXIS
-from .ex1 import check_masked_mean
-from .ex2 import check_ring_all_gather
-from .ex3 import check_megatron_mlp
-from .ex4 import check_sharded_softmax
-from .ex5 import check_rs_matmul_bias
+from . import common, masked_mean, megatron_mlp, ring_all_gather, rs_matmul_bias, sharded_softmax  # import するとそれぞれの演習が登録される
+from .common import AXIS
+from .masked_mean import check_masked_mean
+from .ring_all_gather import check_ring_all_gather
+from .megatron_mlp import check_megatron_mlp
+from .sharded_softmax import check_sharded_softmax
+from .rs_matmul_bias import check_rs_matmul_bias
 
 __all__ = [
     "AXIS", "check_masked_mean", "check_ring_all_gather", "check_megatron_mlp", "check_sharded_softmax",

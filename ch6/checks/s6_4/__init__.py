@@ -9,9 +9,9 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（_common）
-from . import _common, ex1, ex2, ex3, ex4  # noqa: F401
-from .ex1 import check_batched_loss  # noqa: F401
-from .ex2 import check_clipped_mean_grad  # noqa: F401
-from .ex3 import check_dp_train_step  # noqa: F401
-from .ex4 import check_fsdp_shard, fsdp_axis  # noqa: F401
+# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
+from . import batched_loss, clipped_mean_grad, common, dp_train_step, fsdp_shard  # noqa: F401
+from .batched_loss import check_batched_loss  # noqa: F401
+from .clipped_mean_grad import check_clipped_mean_grad  # noqa: F401
+from .dp_train_step import check_dp_train_step  # noqa: F401
+from .fsdp_shard import check_fsdp_shard, fsdp_axis  # noqa: F401

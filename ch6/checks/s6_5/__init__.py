@@ -12,18 +12,19 @@
 選択肢のコード（``Q1_OPTIONS`` など）は、解答ノートブックの問題文にそのまま載っています
 （tests/test_checks_6_5.py が一致を確かめます）。
 
-チェックは問ごとのまとまりに分けてあります: 共有部品は ``_common``、問 1〜4 は ``q1_q4``、問 5〜7 は ``q5_q7``、
-問 8〜10 は ``q8_q10``。このパッケージを import すると 10 問すべてが登録されます。
+チェックは確かめる内容ごとのモジュールに分けてあります: 共有部品は ``common``、問 1〜4（サンプルごとの勾配、smap の形、
+smap の中の grad、device_put の分け方）は ``gradients_and_placement``、問 5〜7（出力の形）は ``output_shapes``、
+問 8〜10（コンパイラが入れる集団通信）は ``compiler_collectives``。このパッケージを import すると 10 問すべてが登録されます。
 """
 from __future__ import annotations
 
-from ._common import CHOICES, Outcome
-from .q1_q4 import Q1_OPTIONS, Q4_OPTIONS, _q1_outcomes, _q2_truth, _q3_outcomes, _q4_outcomes, q1_loss
-from .q5_q7 import Q5_SHAPES, Q7_OPTIONS, _q5_truth, _q6_truth, _q7_outcomes
-from .q8_q10 import Q10_OPTIONS, _collective_choices, _q8_truth, _q9_truth, _q10_outcomes
+from .common import CHOICES, Outcome
+from .gradients_and_placement import Q1_OPTIONS, Q4_OPTIONS, q1_outcomes, q2_truth, q3_outcomes, q4_outcomes, q1_loss
+from .output_shapes import Q5_SHAPES, Q7_OPTIONS, q5_truth, q6_truth, q7_outcomes
+from .compiler_collectives import Q10_OPTIONS, collective_choices, q8_truth, q9_truth, q10_outcomes
 
 __all__ = [
     "CHOICES", "Outcome", "Q1_OPTIONS", "Q4_OPTIONS", "Q5_SHAPES", "Q7_OPTIONS", "Q10_OPTIONS", "q1_loss",
-    "_q1_outcomes", "_q2_truth", "_q3_outcomes", "_q4_outcomes", "_q5_truth", "_q6_truth", "_q7_outcomes",
-    "_q8_truth", "_q9_truth", "_q10_outcomes", "_collective_choices",
+    "q1_outcomes", "q2_truth", "q3_outcomes", "q4_outcomes", "q5_truth", "q6_truth", "q7_outcomes",
+    "q8_truth", "q9_truth", "q10_outcomes", "collective_choices",
 ]

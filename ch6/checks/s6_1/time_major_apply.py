@@ -3,26 +3,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, fmt
-from ...checking import f32 as _f32
-from ._common import _guard, _rng, _shape, _sizes_fail, _Spy, _unused
+from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32, fmt
+from .common import guard, exercise_rng, shape_of, sizes_fail, Spy, expect_used
 
 
 # 6.1-2 -------------------------------------------------------------------------------
 # 時間優先 (T, B, F) の系列と (B,) の長さ: in_axes=(1, 0)、out_axes=1
 
-def _fn_2(spy: _Spy, t: int, f: int, b: int):
+def _fn_2(spy: Spy, t: int, f: int, b: int):
     """隠し fn: 長さまでの累積平均、それより後は 0。seq (T, F)、length () -> (T, F)。"""
     import jax.numpy as jnp
 
     def fn(seq, length):
         spy.calls += 1
         hint = ""
-        if _shape(seq) == (b, f):
+        if shape_of(seq) == (b, f):
             hint = (f"seqs の 0 軸は時間（{t}）で、バッチ（{b} 本）は 1 軸目です。"
                     "seqs の in_axes を確かめてください。")
-        _guard("fn", "seq", seq, (t, f), hint)
-        _guard("fn", "length", length, (), "lengths は系列ごとに 1 つずつ（形 (B,) の 0 軸がバッチ）です。")
+        guard("fn", "seq", seq, (t, f), hint)
+        guard("fn", "length", length, (), "lengths は系列ごとに 1 つずつ（形 (B,) の 0 軸がバッチ）です。")
         steps = jnp.arange(seq.shape[0])
         running = jnp.cumsum(seq, axis=0) / (steps + 1.0)[:, None]
         return jnp.where((steps < length)[:, None], running, 0.0)
@@ -39,24 +38,24 @@ def _fn_2_np(seqs, lengths):
 
 @exercise("6.1-2", "time_major_apply")
 def check_time_major(fn):
-    rng = _rng(2)
+    rng = exercise_rng(2)
     t, b, f = 6, 4, 3
-    seqs = _f32(rng.normal(size=(t, b, f)))
+    seqs = f32(rng.normal(size=(t, b, f)))
     lengths = np.array([2, 6, 0, 4], dtype=np.int32)
-    spy = _Spy()
+    spy = Spy()
     try:
         got = call(fn, _fn_2(spy, t, f, b), seqs, lengths)
     except LearnerError as exc:
-        _sizes_fail(exc, lambda names: (
+        sizes_fail(exc, lambda names: (
             f"seqs は (時間 {t}, バッチ {b}, 特徴 {f}) の並びで、バッチは 1 軸目です。lengths は形 ({b},) で 0 軸目がバッチです。"))
         raise
-    _unused("fn", spy)
+    expect_used("fn", spy)
     want = _fn_2_np(seqs, lengths)
-    if _shape(got) == (b, t, f):
+    if shape_of(got) == (b, t, f):
         raise Fail(f"出力の形が (バッチ, 時間, 特徴) = {fmt((b, t, f))} です。期待は入力と同じ時間優先の "
                    f"(時間, バッチ, 特徴) = {fmt((t, b, f))} です。出力のどこにバッチ軸を置くかは out_axes で決めます。")
     expect_close(got, want, "time_major_apply(fn, seqs, lengths) の結果",
                  hint="out[:, i] = fn(seqs[:, i], lengths[i]) です。")
-    expect_no_batch_loop(fn, lambda n: (_fn_2(_Spy(), t, f, n), _f32(rng.normal(size=(t, n, f))),
+    expect_no_batch_loop(fn, lambda n: (_fn_2(Spy(), t, f, n), f32(rng.normal(size=(t, n, f))),
                                         rng.integers(0, t + 1, size=n).astype(np.int32)), sizes=(3, 5))
     return f"隠し fn と隠し入力（時間 {t}、{b} 本、特徴 {f}）で一致し、jaxpr はバッチサイズに依存しません。"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32
-from ._common import _matches, _rng, _shape
+from .common import matches, exercise_rng, shape_of
 
 
 # 6.4-1 -------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def _loss1_np(params, xs, ys):
 
 @exercise("6.4-1", "batched_loss")
 def check_batched_loss(fn):
-    rng = _rng(1)
+    rng = exercise_rng(1)
     d, h, b = 5, 7, 13
     params = {"W": f32(rng.normal(size=(h, d)) * 0.6), "b": f32(rng.normal(size=(h,)) * 0.1),
               "v": f32(rng.normal(size=(h,)))}
@@ -58,11 +58,11 @@ def check_batched_loss(fn):
             raise Fail(f"vmap の軸の大きさがそろいません（inconsistent sizes）: xs の形は (特徴 {d}, バッチ {b}) で、"
                        "バッチは 1 軸目です。in_axes=(None, 1, 0) としましょう。") from None
         raise
-    shape = _shape(got)
+    shape = shape_of(got)
     if shape == (b,):
         raise Fail(f"形 ({b},) のサンプルごとの損失が返りました。期待はスカラー（平均）です。"
                    "最後に jnp.mean で平均を取りましょう。")
-    if shape == () and _matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
+    if shape == () and matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
         raise Fail(f"合計 {float(np.asarray(got)):.4g} が返りました。期待は平均 {want:.4g} です。"
                    "jnp.sum ではなく jnp.mean を使いましょう。")
     expect_close(got, np.float64(want), "batched_loss の値", rtol=1e-4, atol=1e-5,

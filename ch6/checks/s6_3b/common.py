@@ -18,28 +18,28 @@ MAXMIN = {"pmax", "pmin"}
 LOOPS = {"scan", "while"}
 
 
-def _rng(tag: int) -> np.random.Generator:
+def exercise_rng(tag: int) -> np.random.Generator:
     return hidden_rng(63_200 + tag)
 
 
-def _mesh():
+def section_mesh():
     return meshes.mesh_1d(AXIS)
 
 
-def _put(mesh, a, spec):
+def put(mesh, a, spec):
     import jax
     from jax.sharding import NamedSharding
 
     return jax.device_put(a, NamedSharding(mesh, spec))
 
 
-def _wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
+def wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
     """学習者の 1 デバイス分の関数を shard_map + jit で包む。
     stack=True なら、デバイス i の結果を出力の i 番目に積む（複製でない結果も全デバイス分見られる）。"""
     import jax
     from jax.sharding import PartitionSpec as P
 
-    _need_callable(fn)
+    need_callable(fn)
     body = fn
     if stack:
         def body(*blocks):
@@ -50,12 +50,12 @@ def _wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs))
 
 
-def _need_callable(fn) -> None:
+def need_callable(fn) -> None:
     if not callable(fn):
         raise Fail(f"関数を渡してください（受け取ったのは {type(fn).__name__} です）。")
 
 
-def _run(g, *args, replicated_hint: str = "", spec_hint: str = ""):
+def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
     """g を呼ぶ。shard_map がよく出すエラーは、原因を言い当てる 1 行に直す。"""
     try:
         return call(g, *args)
@@ -86,7 +86,7 @@ def _bad_axis_assert(err: BaseException) -> bool:
     return isinstance(err, AssertionError) and not str(err).strip()
 
 
-def _collectives(g, *args) -> dict[str, int]:
+def collectives_of(g, *args) -> dict[str, int]:
     from ...hlo import count_collectives
 
     try:
@@ -95,7 +95,7 @@ def _collectives(g, *args) -> dict[str, int]:
         raise LearnerError(exc) from exc
 
 
-def _gathered_sizes(g, *args) -> list[int]:
+def gathered_sizes(g, *args) -> list[int]:
     """jaxpr の all_gather が集めている値の、1 デバイス分の要素数（統計量か、データそのものかを見分ける）。
     g は同じ引数で一度トレースできているので、ここで学習者のコードが新しく失敗することはない。"""
     import jax
@@ -108,12 +108,12 @@ def _gathered_sizes(g, *args) -> list[int]:
             for eqn in walk(jaxpr) if eqn.primitive.name in GATHER and eqn.invars]
 
 
-def _close(a, b, rtol=1e-4, atol=1e-4) -> bool:
+def close_enough(a, b, rtol=1e-4, atol=1e-4) -> bool:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return a.shape == b.shape and bool(np.all(np.isfinite(a))) and np.allclose(a, b, rtol=rtol, atol=atol)
 
 
-def _expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
+def expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
     """行数を変えても jaxpr の式の数が変わらず、scan / while もないこと。"""
     counts = [jaxpr_size(*make_call(s)) for s in sizes]
     if counts[0] != counts[1]:
@@ -125,11 +125,11 @@ def _expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
                    "ブロック全体を一度に計算しましょう。")
 
 
-def _forbid(prims: set[str], names: set[str], message: str) -> None:
+def forbid(prims: set[str], names: set[str], message: str) -> None:
     if prims & names:
         raise Fail(message)
 
 
-def _gather_message(sizes: list[int], stat_size: int, data_msg: str, stat_msg: str) -> str:
+def gather_message(sizes: list[int], stat_size: int, data_msg: str, stat_msg: str) -> str:
     """all_gather を使った答えへの 1 行: データそのものを集めたのか、小さな統計量を集めたのか。"""
     return data_msg if any(s > stat_size for s in sizes) else stat_msg

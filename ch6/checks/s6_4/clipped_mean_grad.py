@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, expect_no_batch_loop, f32
-from ._common import _matches, _rng, _shape
+from .common import matches, exercise_rng, shape_of
 
 
 # 6.4-2 -------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ def _mean(g):
 def check_clipped_mean_grad(fn):
     import jax
 
-    rng = _rng(2)
+    rng = exercise_rng(2)
     d, h, b = 5, 4, 12
     params = {"enc": {"W": f32(rng.normal(size=(h, d)) * 0.7), "b": f32(rng.normal(size=(h,)) * 0.2)},
               "out": f32(1.0 + 0.3 * rng.normal(size=(h,)))}
@@ -75,14 +75,14 @@ def check_clipped_mean_grad(fn):
                    "勾配は params と同じ入れ子の辞書で返しましょう。")
     names = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params)]
     for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(params)):
-        if _shape(leaf) == (b,) + ref.shape:
+        if shape_of(leaf) == (b,) + ref.shape:
             raise Fail(f"葉 {name} の形が {(b,) + ref.shape} で、サンプルごとの勾配のままです。"
                        "クリップした後、バッチ軸（0 軸）で平均しましょう。")
-        if _shape(leaf) != ref.shape:
-            raise Fail(f"葉 {name} の形が違います: 期待 {ref.shape}、実際 {_shape(leaf)}。")
+        if shape_of(leaf) != ref.shape:
+            raise Fail(f"葉 {name} の形が違います: 期待 {ref.shape}、実際 {shape_of(leaf)}。")
 
     def same(cand):
-        return all(_matches(a, c, rtol=1e-3, atol=1e-5) for a, c in zip(jax.tree.leaves(got), jax.tree.leaves(cand)))
+        return all(matches(a, c, rtol=1e-3, atol=1e-5) for a, c in zip(jax.tree.leaves(got), jax.tree.leaves(cand)))
 
     if not same(want):
         mean_g = _mean(g)

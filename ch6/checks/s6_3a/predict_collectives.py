@@ -1,9 +1,8 @@
 """6.3a-2 predict_collectives のチェック。"""
 from __future__ import annotations
 
-from ...checking import Fail, call, exercise
-from ...checking import f32 as _f32, n_devices as _n
-from ._common import _counts, _mesh_1d_auto, _raw_text, _rng
+from ...checking import Fail, call, exercise, f32, n_devices
+from .common import comm_counts, mesh_1d_auto, raw_text, exercise_rng
 
 # 演習の表と同じ 5 つのケース: y = a.T @ b（a は (K, M)、b は (K, N)、縮約軸は K）、メッシュは 1 次元 'data'
 PREDICT_CASES = {
@@ -38,9 +37,9 @@ def _norm_name(v) -> str | None:
 
 def case_arrays(n: int, seed: int = 2):
     """y = a.T @ b の隠し入力（どの長さもデバイスの数の倍数）。"""
-    rng = _rng(seed)
-    a = _f32(rng.normal(size=(3 * n, 4 * n)))
-    b = _f32(rng.normal(size=(3 * n, 2 * n)))
+    rng = exercise_rng(seed)
+    a = f32(rng.normal(size=(3 * n, 4 * n)))
+    b = f32(rng.normal(size=(3 * n, 2 * n)))
     return a, b
 
 
@@ -49,12 +48,12 @@ def compiled_case(case: str):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = _mesh_1d_auto()
+    mesh = mesh_1d_auto()
     sa, sb, so = (NamedSharding(mesh, P(*s)) for s in PREDICT_CASES[case])
-    a, b = case_arrays(_n())
+    a, b = case_arrays(n_devices())
     a, b = jax.device_put(a, sa), jax.device_put(b, sb)
     f = jax.jit(lambda u, v: u.T @ v, out_shardings=so)
-    return f(a, b), _counts(f, a, b)
+    return f(a, b), comm_counts(f, a, b)
 
 
 def compiled_answers() -> dict[str, str]:
@@ -80,9 +79,9 @@ def check_predict(fn):
     bad = [k for k, v in names.items() if v not in VALID]
     if bad:
         k = bad[0]
-        raise Fail(f"ケース {k} の答え {_raw_text(got[k])} は通信の名前ではありません。"
+        raise Fail(f"ケース {k} の答え {raw_text(got[k])} は通信の名前ではありません。"
                    f"{' / '.join(repr(v) for v in VALID)} から選んでください。")
-    n = _n()
+    n = n_devices()
     # 2 デバイス以上なら、答えはこのデバイス数で実際にコンパイルした HLO（1 デバイスでは通信が現れないので規則の表）
     # パッケージ（ch6.checks.s6_3a）の名前を通して呼ぶ: s6_3a.compiled_answers を差し替えれば、それに従う
     from . import compiled_answers as compiled

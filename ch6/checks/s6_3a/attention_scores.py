@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close
-from ...checking import f32 as _f32
+from ...checking import Fail, LearnerError, call, exercise, expect_close, f32
 from ... import meshes
 from ...show import collectives_line
-from ._common import _counts, _rng, norm_spec, show_spec
+from .common import comm_counts, exercise_rng, norm_spec, show_spec
 
 @exercise("6.3a-4", "attention_scores")
 def check_attention_scores(fn):
@@ -16,10 +15,10 @@ def check_attention_scores(fn):
 
     d, m = meshes.mesh_2d_shape()
     mesh = meshes.mesh_2d(("data", "model"))
-    rng = _rng(4)
+    rng = exercise_rng(4)
     B, Sq, Sk, D = 2 * d, 3, 5, 4 * m  # Sq と Sk を変えて、q と k の取り違えも見える
-    q = _f32(rng.normal(size=(B, Sq, D)))
-    k = _f32(rng.normal(size=(B, Sk, D)))
+    q = f32(rng.normal(size=(B, Sq, D)))
+    k = f32(rng.normal(size=(B, Sk, D)))
     want = np.einsum("bqd,bkd->bqk", q, k)
     with jax.set_mesh(mesh):
         qs = jax.device_put(q, P("data", None, "model"))
@@ -38,7 +37,7 @@ def check_attention_scores(fn):
             extra = "（複製: バッチが分かれていません）" if spec == () else ""
             raise Fail(f"出力の型のシャーディングが違います: 期待 P('data', None, None)、実際 {show_spec(spec, 3)}{extra}。"
                        "out_sharding で出力を P('data', None, None) にします。")
-        counts = call(_counts, f, qs, ks)
+        counts = call(comm_counts, f, qs, ks)
     if counts.get("all-gather") or set(counts) - {"all-reduce"}:
         raise Fail(f"結果は正しいのですが、余分な通信があります（{collectives_line(counts)}）。"
                    "q や k を reshard で集め直さず、out_sharding で部分和を足し合わせる（all-reduce）だけにしましょう。")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32 as _f32, jaxpr_primitives, n_devices as _n
-from ._common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PSUM, _close, _collectives, _expect_no_row_loop, _forbid,
-                      _gather_message, _gathered_sizes, _mesh, _put, _rng, _run, _wrap)
+from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from .common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PSUM, close_enough, collectives_of, expect_no_row_loop, forbid,
+                      gather_message, gathered_sizes, section_mesh, put, exercise_rng, run_learner, wrap)
 
 
 # 6.3b-4 ------------------------------------------------------------------------------
@@ -28,20 +28,20 @@ def _wide_rows(rng, n, rows, f):
         blk = (r * 5 + 3) % n
         cols = blk * f + rng.permutation(f)[:2]
         x[r, cols] = [300.0, 298.0]  # 和は 1 に近い 2 つの値に分かれる（e^-2 ≈ 0.12 と 0.88）
-    return _f32(x)
+    return f32(x)
 
 
 @exercise("6.3b-4", "sharded_softmax")
 def check_sharded_softmax(fn):
     from jax.sharding import PartitionSpec as P
 
-    n, mesh, rng = _n(), _mesh(), _rng(4)
+    n, mesh, rng = n_devices(), section_mesh(), exercise_rng(4)
     rows, f = 6, 3
     # 値が大きいので、最大値を引かないと exp があふれる（float32 は exp(89) で inf）
-    x = _f32(100.0 + 6.0 * rng.normal(size=(rows, n * f)))
-    g = _wrap(fn, mesh, P(None, AXIS), P(None, AXIS))
-    xs = _put(mesh, x, P(None, AXIS))
-    got = _run(g, xs)
+    x = f32(100.0 + 6.0 * rng.normal(size=(rows, n * f)))
+    g = wrap(fn, mesh, P(None, AXIS), P(None, AXIS))
+    xs = put(mesh, x, P(None, AXIS))
+    got = run_learner(g, xs)
 
     want = _softmax(x)
     expect_shape(got, want.shape, "sharded_softmax の結果（全体）", "各デバイスは自分の列ブロックと同じ形を返します。")
@@ -51,19 +51,19 @@ def check_sharded_softmax(fn):
                    "先に全体の最大値（lax.pmax(…, 'x')）を引いてから exp を取りましょう。")
     blocks = [slice(j * f, (j + 1) * f) for j in range(n)]
     local = np.concatenate([_softmax(x[:, b]) for b in blocks], axis=1)
-    if n > 1 and _close(g_np, local):
+    if n > 1 and close_enough(g_np, local):
         raise Fail("各デバイスの中だけで正規化しています（ブロックごとに和が 1）。分母の exp の和は "
                    "lax.psum で全デバイス分を足します。")
     if n > 1:
         shifted = np.concatenate([np.exp(x[:, b] - x[:, b].max(1, keepdims=True)) for b in blocks], axis=1)
-        if _close(g_np, shifted / shifted.sum(1, keepdims=True)):
+        if close_enough(g_np, shifted / shifted.sum(1, keepdims=True)):
             raise Fail("引いている最大値がデバイスごとに違います。lax.pmax(…, 'x') で全体の最大値にそろえましょう。")
     expect_close(got, want, "sharded_softmax の結果", rtol=1e-4, atol=1e-6,
                  hint="m = pmax(局所の最大値)、e = exp(x - m)、分母 = psum(局所の和) で e / 分母 です。")
 
     # 値の幅が広い入力: 数式の上では同じ softmax でも、本当の最大値を引かないとあふれる
-    xw = _wide_rows(_rng(24), n, rows, f)
-    gw = np.asarray(_run(g, _put(mesh, xw, P(None, AXIS))), np.float64)
+    xw = _wide_rows(exercise_rng(24), n, rows, f)
+    gw = np.asarray(run_learner(g, put(mesh, xw, P(None, AXIS))), np.float64)
     if not np.all(np.isfinite(gw)):
         raise Fail("値の幅が広い隠し入力（行ごとに 1 か所だけ 300 前後、ほかは 0 前後）で NaN か inf が出ました。"
                    "exp(x - m) があふれないのは、m が行全体の本当の最大値のときだけです。最大値の平均（pmean）などは"
@@ -74,25 +74,25 @@ def check_sharded_softmax(fn):
 
     prims = jaxpr_primitives(g, xs)
     if prims & GATHER:
-        raise Fail(_gather_message(
-            _gathered_sizes(g, xs), rows,
+        raise Fail(gather_message(
+            gathered_sizes(g, xs), rows,
             "all_gather で行の特徴そのものを集めています。最大値と和という小さな統計量だけを pmax / psum "
             "すれば、特徴は送らずに済みます。",
             "最大値か和を all_gather で集めてから計算しています。この問題の集団通信は、最大値の lax.pmax と"
             "和の lax.psum です（どちらも 1 回で全員に同じ値が届きます）。"))
-    _forbid(prims, ALL_TO_ALL, "all_to_all でデータを並べ替えています。統計量だけを pmax / psum しましょう。")
+    forbid(prims, ALL_TO_ALL, "all_to_all でデータを並べ替えています。統計量だけを pmax / psum しましょう。")
     if not prims & PSUM:
         raise Fail("jaxpr に psum が見つかりません。分母（exp の和）は lax.psum(…, 'x') で全デバイス分足します。")
     if not prims & MAXMIN:
         raise Fail("jaxpr に pmax が見つかりません。行全体の最大値は lax.pmax(…, 'x') で作ります。")
-    counts = _collectives(g, xs) if n > 1 else {}
+    counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
         raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。統計量だけを集めましょう。")
 
     def make(r):
-        xr = _f32(100.0 + 6.0 * _rng(14).normal(size=(r, n * f)))
-        return g, _put(mesh, xr, P(None, AXIS))
+        xr = f32(100.0 + 6.0 * exercise_rng(14).normal(size=(r, n * f)))
+        return g, put(mesh, xr, P(None, AXIS))
 
-    _expect_no_row_loop(make)
+    expect_no_row_loop(make)
     return (f"隠し入力（{rows} 行 × {n * f} 特徴、値は 100 前後と、幅の広い 0〜300）で一致し、"
             "pmax と psum の統計量だけで計算しています。")

@@ -1,10 +1,9 @@
 """6.3a-3 no_comm_specs のチェック。"""
 from __future__ import annotations
 
-from ...checking import Fail, call, exercise, expect_close
-from ...checking import f32 as _f32, n_devices as _n
+from ...checking import Fail, call, exercise, expect_close, f32, n_devices
 from ...show import collectives_line
-from ._common import _as_pair, _counts, _learner_step, _mesh_1d_auto, _rng, as_spec, norm_spec, show_spec
+from .common import as_pair, comm_counts, learner_step, mesh_1d_auto, exercise_rng, as_spec, norm_spec, show_spec
 
 def needs_comm_by_rule(sx: tuple, sw: tuple, so: tuple) -> str:
     """1 次元メッシュ上の y = x @ w.T（x は (B, D)、w は (H, D)）が通信なしで済むかを、spec の規則だけで判定する。
@@ -32,25 +31,25 @@ def check_no_comm(fn):
     from jax.sharding import NamedSharding
 
     names = ("x_spec", "w_spec", "out_spec")
-    got = _as_pair(call(fn), names)
+    got = as_pair(call(fn), names)
     specs = [as_spec(s, what, 2, ("data",)) for s, what in zip(got, names)]
     sx, sw, so = (norm_spec(s) for s in specs)
     if "data" not in sw:
         raise Fail(f"w_spec = {show_spec(sw, 2)} では w が全デバイスに複製されます。"
                    "この演習では w が大きいので、どこかの軸を 'data' で分けてください。")
-    n = _n()
-    mesh = _mesh_1d_auto()
-    rng = _rng(3)
-    x = _f32(rng.normal(size=(4 * n, 3 * n)))
-    w = _f32(rng.normal(size=(2 * n, 3 * n)))
+    n = n_devices()
+    mesh = mesh_1d_auto()
+    rng = exercise_rng(3)
+    x = f32(rng.normal(size=(4 * n, 3 * n)))
+    w = f32(rng.normal(size=(2 * n, 3 * n)))
     shard = [NamedSharding(mesh, s) for s in specs]
 
     def place_and_compile():
         xs, ws = jax.device_put(x, shard[0]), jax.device_put(w, shard[1])
         f = jax.jit(lambda a, b: a @ b.T, out_shardings=shard[2])
-        return f(xs, ws), _counts(f, xs, ws)
+        return f(xs, ws), comm_counts(f, xs, ws)
 
-    out, counts = _learner_step("その spec で x @ w.T をコンパイルしたところ", place_and_compile)
+    out, counts = learner_step("その spec で x @ w.T をコンパイルしたところ", place_and_compile)
     expect_close(out, x @ w.T, "x @ w.T の結果", rtol=1e-4, atol=1e-4)
     why = needs_comm_by_rule(sx, sw, so)
     if n == 1:

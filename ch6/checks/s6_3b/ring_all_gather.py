@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32 as _f32, jaxpr_primitives, n_devices as _n
+from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
 from ...show import collectives_line
-from ._common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, _close, _collectives, _forbid, _mesh, _put,
-                      _rng, _run, _wrap)
+from .common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put,
+                      exercise_rng, run_learner, wrap)
 
 
 # 6.3b-2 ------------------------------------------------------------------------------
@@ -17,12 +17,12 @@ from ._common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, 
 def check_ring_all_gather(fn):
     from jax.sharding import PartitionSpec as P
 
-    n, mesh, rng = _n(), _mesh(), _rng(2)
+    n, mesh, rng = n_devices(), section_mesh(), exercise_rng(2)
     r, c = 3, 2
-    x = _f32(rng.normal(size=(r, n * c)))
-    g = _wrap(fn, mesh, P(None, AXIS), None, stack=True)
-    xs = _put(mesh, x, P(None, AXIS))
-    got = _run(g, xs)
+    x = f32(rng.normal(size=(r, n * c)))
+    g = wrap(fn, mesh, P(None, AXIS), None, stack=True)
+    xs = put(mesh, x, P(None, AXIS))
+    got = run_learner(g, xs)
 
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n, r, c):
         raise Fail(f"各デバイスの結果の形が {(n, r, c)} です（tiled=False の形）。受け取ったブロックは "
@@ -35,10 +35,10 @@ def check_ring_all_gather(fn):
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]
     for d in range(n):
-        if _close(got[d], x):
+        if close_enough(got[d], x):
             continue
         pieces = [got[d][:, j * c:(j + 1) * c] for j in range(n)]
-        owners = [next((k for k, b in enumerate(blocks) if _close(p, b)), None) for p in pieces]
+        owners = [next((k for k, b in enumerate(blocks) if close_enough(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
             raise Fail(f"デバイス {d} の結果は、ブロックはそろっていますが並び順が違います（位置 0.. に "
                        f"デバイス {owners} のブロック）。右隣へ送るリングなら、k 回目に受け取るブロックの持ち主は "
@@ -47,14 +47,14 @@ def check_ring_all_gather(fn):
                      hint="all_gather(block, 'x', axis=1, tiled=True) と同じものを ppermute だけで作ります。")
 
     prims = jaxpr_primitives(g, xs)
-    _forbid(prims, GATHER, "all_gather を使っています。この問題では ppermute で隣から受け取る手順を n-1 回繰り返します。")
+    forbid(prims, GATHER, "all_gather を使っています。この問題では ppermute で隣から受け取る手順を n-1 回繰り返します。")
     used = sorted(prims & (PSUM | SCATTER | ALL_TO_ALL | MAXMIN))
     if used:
         raise Fail(f"ppermute 以外の集団通信（{', '.join(used)}）を使っています。"
                    "リング all-gather は隣への送受信 (ppermute) だけで作ります。")
     if n > 1 and not prims & PERMUTE:
         raise Fail("jaxpr に ppermute が見つかりません。lax.ppermute(block, 'x', perm) で隣のデバイスへ送ります。")
-    counts = _collectives(g, xs) if n > 1 else {}
+    counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
         raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立てましょう。")
     detail = f"HLO の集団通信は {collectives_line(counts)} だけです" if n > 1 else "ppermute だけで組み立てています"

@@ -1,20 +1,19 @@
 """6.3a-1 place_tokens のチェック。"""
 from __future__ import annotations
 
-from ...checking import Fail, call, exercise, expect_close
-from ...checking import f32 as _f32
+from ...checking import Fail, call, exercise, expect_close, f32
 from ... import meshes
-from ._common import _as_pair, _rng, placed_spec, show_spec
+from .common import as_pair, exercise_rng, placed_spec, show_spec
 
 @exercise("6.3a-1", "place_tokens")
 def check_place_tokens(fn):
     d, m = meshes.mesh_2d_shape()
     mesh = meshes.mesh_2d(("data", "model"))
-    rng = _rng(1)
+    rng = exercise_rng(1)
     B, T, D = 2 * d, 3 * m, 5  # D はどの軸の長さでも割り切れないとは限らないが、分けてはいけない軸
-    tokens = _f32(rng.normal(size=(B, T, D)))
-    mask = _f32(rng.random(size=(B, T)) < 0.7)
-    got = _as_pair(call(fn, tokens.copy(), mask.copy(), mesh), ("tokens", "mask"))
+    tokens = f32(rng.normal(size=(B, T, D)))
+    mask = f32(rng.random(size=(B, T)) < 0.7)
+    got = as_pair(call(fn, tokens.copy(), mask.copy(), mesh), ("tokens", "mask"))
     gt, gm = got
     if getattr(gt, "shape", None) == mask.shape and getattr(gm, "shape", None) == tokens.shape:
         raise Fail("返す順番が逆です: (tokens, mask) の順に返してください。")

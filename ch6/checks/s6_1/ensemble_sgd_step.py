@@ -3,33 +3,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_no_batch_loop, fmt
-from ...checking import f32 as _f32
-from ._common import _expect_tree, _guard, _rng, _shape, _Spy, _tree_close, _unused
+from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
+from .common import expect_tree, guard, exercise_rng, shape_of, Spy, tree_close, expect_used
 
 
 # 6.1-5 -------------------------------------------------------------------------------
 # M 個のモデルを、モデルごとの学習率で 1 ステップずつ学習する（パラメータ側の vmap）
 
-def _loss_5(spy: _Spy, d: int, h: int):
+def _loss_5(spy: Spy, d: int, h: int):
     """隠し loss_fn: params = {"W" (h, d), "b" (h,), "v" (h,)}、x (d,)、y () -> スカラー。"""
     import jax.numpy as jnp
 
     def loss_fn(params, x, y):
         spy.calls += 1
-        if _shape(params["W"]) != (h, d):
-            raise Fail(f"loss_fn の params['W'] に形 {fmt(_shape(params['W']))} が渡されました。1 つのモデルの W は "
+        if shape_of(params["W"]) != (h, d):
+            raise Fail(f"loss_fn の params['W'] に形 {fmt(shape_of(params['W']))} が渡されました。1 つのモデルの W は "
                        f"{fmt((h, d))} です: stacked_params はモデルの軸（0 軸）で vmap してから渡します。")
-        _guard("loss_fn", "x", x, (d,), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
-        _guard("loss_fn", "y", y, (), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
+        guard("loss_fn", "x", x, (d,), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
+        guard("loss_fn", "y", y, (), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
         return (params["v"] @ jnp.tanh(params["W"] @ x + params["b"]) - y) ** 2
 
     return loss_fn
 
 
 def _stacked_5(rng, m, d, h):
-    return {"W": _f32(rng.normal(size=(m, h, d)) * 0.6), "b": _f32(rng.normal(size=(m, h)) * 0.3),
-            "v": _f32(rng.normal(size=(m, h)))}
+    return {"W": f32(rng.normal(size=(m, h, d)) * 0.6), "b": f32(rng.normal(size=(m, h)) * 0.3),
+            "v": f32(rng.normal(size=(m, h)))}
 
 
 def _sgd_reference(loss_fn, stacked, xs, ys, lrs, reduce="mean", same_lr=False, sign=-1.0, grads_only=False):
@@ -50,17 +49,17 @@ def _sgd_reference(loss_fn, stacked, xs, ys, lrs, reduce="mean", same_lr=False, 
 
 @exercise("6.1-5", "ensemble_sgd_step")
 def check_ensemble_sgd_step(fn):
-    rng = _rng(5)
+    rng = exercise_rng(5)
     m, b, d, h = 3, 7, 4, 5
     stacked = _stacked_5(rng, m, d, h)
-    xs, ys = _f32(rng.normal(size=(b, d))), _f32(rng.normal(size=(b,)))
-    lrs = _f32([0.05, 0.3, 1.2])
-    spy = _Spy()
+    xs, ys = f32(rng.normal(size=(b, d))), f32(rng.normal(size=(b,)))
+    lrs = f32([0.05, 0.3, 1.2])
+    spy = Spy()
     got = call(fn, _loss_5(spy, d, h), stacked, xs, ys, lrs)
-    _unused("loss_fn", spy)
-    loss = _loss_5(_Spy(), d, h)
+    expect_used("loss_fn", spy)
+    loss = _loss_5(Spy(), d, h)
     want = _sgd_reference(loss, stacked, xs, ys, lrs)
-    if not _tree_close(got, want):
+    if not tree_close(got, want):
         mistakes = [
             (dict(same_lr=True), "全モデルに同じ学習率を使っています: lrs はモデルごとに 1 つずつなので、lrs もモデルの軸で vmap します。"),
             (dict(reduce="sum"), "損失（勾配）をサンプルについて合計しています。バッチ平均の損失の勾配を使います。"),
@@ -68,14 +67,14 @@ def check_ensemble_sgd_step(fn):
             (dict(grads_only=True), "勾配を返しています。返すのは 1 ステップ後のパラメータ p - lr * g です。"),
         ]
         for kw, msg in mistakes:
-            if _tree_close(got, _sgd_reference(loss, stacked, xs, ys, lrs, **kw)):
+            if tree_close(got, _sgd_reference(loss, stacked, xs, ys, lrs, **kw)):
                 raise Fail(msg)
-    _expect_tree(got, want, "ensemble_sgd_step の結果",
+    expect_tree(got, want, "ensemble_sgd_step の結果",
                  hint="モデル k について p_k - lrs[k] * grad(平均損失)(p_k) です。")
-    for what, make in (("モデル数", lambda k: (_loss_5(_Spy(), d, h), _stacked_5(rng, k, d, h), xs, ys,
-                                              _f32(rng.uniform(0.1, 1.0, size=k)))),
-                       ("サンプル数", lambda k: (_loss_5(_Spy(), d, h), stacked, _f32(rng.normal(size=(k, d))),
-                                               _f32(rng.normal(size=(k,))), lrs))):
+    for what, make in (("モデル数", lambda k: (_loss_5(Spy(), d, h), _stacked_5(rng, k, d, h), xs, ys,
+                                              f32(rng.uniform(0.1, 1.0, size=k)))),
+                       ("サンプル数", lambda k: (_loss_5(Spy(), d, h), stacked, f32(rng.normal(size=(k, d))),
+                                               f32(rng.normal(size=(k,))), lrs))):
         expect_no_batch_loop(fn, make, sizes=(2, 4), what=what)
     return (f"隠し loss_fn と {m} モデル（学習率 {', '.join(fmt(float(v)) for v in lrs)}）× {b} サンプルで一致し、"
             "jaxpr はモデル数にもサンプル数にも依存しません。")

@@ -64,7 +64,7 @@ class Outcome:
     text: str
 
 
-def _run(thunk: Callable[[], object], judge: Callable[[object], Outcome]) -> Outcome:
+def outcome_of(thunk: Callable[[], object], judge: Callable[[object], Outcome]) -> Outcome:
     """選択肢のコードを実行し、例外なら「〇〇Error になります」、そうでなければ judge で判定する。"""
     try:
         result = thunk()
@@ -73,25 +73,25 @@ def _run(thunk: Callable[[], object], judge: Callable[[object], Outcome]) -> Out
     return judge(result)
 
 
-def _shapes_text(x) -> str:
+def shapes_text(x) -> str:
     """配列・辞書・タプルの形を 1 行で（{W: (64, 3, 10), b: (64, 3)} など）。"""
     if hasattr(x, "shape"):
         return fmt(tuple(x.shape))
     if isinstance(x, dict):
-        return "{" + ", ".join(f"{k}: {_shapes_text(v)}" for k, v in sorted(x.items())) + "}"
+        return "{" + ", ".join(f"{k}: {shapes_text(v)}" for k, v in sorted(x.items())) + "}"
     if isinstance(x, (list, tuple)):
-        return "(" + ", ".join(_shapes_text(v) for v in x) + ")"
+        return "(" + ", ".join(shapes_text(v) for v in x) + ")"
     return type(x).__name__
 
 
-def _mesh():
+def quiz_mesh():
     """問題文の mesh と同じ: いまのデバイス全部、軸 data、Explicit（jax.make_mesh の既定）。"""
     import jax
 
     return jax.make_mesh((n_devices(),), ("data",))
 
 
-def _auto_mesh():
+def auto_mesh():
     import jax
     from jax.sharding import AxisType
 
@@ -105,7 +105,7 @@ def _single_note(correct: set[str], n: int) -> str:
     return ""
 
 
-def _grade(fn, correct: set[str], why: dict[str, str], ok: str,
+def grade(fn, correct: set[str], why: dict[str, str], ok: str,
            outcomes: dict[str, Outcome] | None = None) -> str:
     """correct に入っていれば ok を返し、違えば選んだ選択肢の誤りの理由（と、実際に動かした結果）で Fail。"""
     if not correct:  # どの選択肢も当たらない: 問題の前提が崩れている（チェッカー側の問題）
@@ -118,11 +118,11 @@ def _grade(fn, correct: set[str], why: dict[str, str], ok: str,
     raise Fail(f"「{key}」は違います。{why[key]}{ran}")
 
 
-def _eval(source: str, namespace: dict):
+def eval_option(source: str, namespace: dict):
     return eval(source, dict(namespace))  # noqa: S307  問題文の選択肢（このパッケージの定数）だけを評価する
 
 
-def _jax_namespace() -> dict:
+def jax_namespace() -> dict:
     import jax
     import jax.numpy as jnp
     from jax import lax

@@ -1,4 +1,4 @@
-"""6.1 の演習チェックで共有する道具: 隠し乱数、形の見張り（_guard）、vmap のエラーの日本語化、pytree の比較。"""
+"""6.1 の演習チェックで共有する道具: 隠し乱数、形の見張り（guard）、vmap のエラーの日本語化、pytree の比較。"""
 from __future__ import annotations
 
 import numpy as np
@@ -7,33 +7,33 @@ from ... import explain
 from ...checking import Fail, LearnerError, expect_close, fmt, hidden_rng
 
 
-def _rng(tag: int) -> np.random.Generator:
+def exercise_rng(tag: int) -> np.random.Generator:
     return hidden_rng(61_000 + tag)
 
 
-def _shape(x) -> tuple | None:
+def shape_of(x) -> tuple | None:
     try:
         return tuple(np.shape(x))
     except Exception:
         return None
 
 
-class _Spy:
+class Spy:
     """隠し関数の呼ばれた回数（渡した関数を使っているか）を数える。"""
 
     def __init__(self):
         self.calls = 0
 
 
-def _guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
+def guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
     """隠し関数の引数が 1 サンプル分の形でなければ、何が来たかを示して不合格にする。"""
-    got = _shape(value)
+    got = shape_of(value)
     if got != want:
         raise Fail(f"{fn_name} の引数 {arg} に形 {fmt(got)} の値が渡されました。{fn_name} が 1 回の呼び出しで受け取る "
                    f"{arg} の形は {fmt(want)} です。{hint}")
 
 
-def _sizes_fail(exc: LearnerError, hint) -> None:
+def sizes_fail(exc: LearnerError, hint) -> None:
     """in_axes の誤りでよく出る 2 つの vmap のエラー（軸の大きさがそろわない、軸の番号が次元を超える）を、
     どの引数のどの軸が何の大きさかを残した日本語と、この演習のヒントにする。"""
     err = exc.exc
@@ -48,13 +48,13 @@ def _sizes_fail(exc: LearnerError, hint) -> None:
                    f"{hint(names)}") from None
 
 
-def _unused(fn_name: str, spy: _Spy) -> None:
+def expect_used(fn_name: str, spy: Spy) -> None:
     if spy.calls == 0:
         raise Fail(f"渡された {fn_name} が一度も呼ばれていません。ノートブックの例の式を書き写すのではなく、"
                    f"引数の {fn_name} を vmap で包んで使ってください（チェックは別の {fn_name} を渡します）。")
 
 
-def _tree_close(got, want) -> bool:
+def tree_close(got, want) -> bool:
     import jax
 
     try:
@@ -66,7 +66,7 @@ def _tree_close(got, want) -> bool:
         return False
 
 
-def _expect_tree(got, want, what: str, hint: str) -> None:
+def expect_tree(got, want, what: str, hint: str) -> None:
     """pytree の構造（辞書のキーと入れ子）を比べ、葉ごとに expect_close（どの葉かを示す）。"""
     import jax
 

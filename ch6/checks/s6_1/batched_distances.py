@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, fmt
-from ...checking import f32 as _f32
-from ._common import _guard, _rng, _shape, _sizes_fail, _Spy, _unused
+from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32, fmt
+from .common import guard, exercise_rng, shape_of, sizes_fail, Spy, expect_used
 
 
 # 6.1-3 -------------------------------------------------------------------------------
 # B 組の点群 Xs (B, n, d) と共通の点集合 Y (m, d): 距離 (B, n, m)。vmap を 3 段重ねる
 
-def _pair_3(spy: _Spy, d: int):
+def _pair_3(spy: Spy, d: int):
     """隠し pair_fn（コサイン距離）: x (d,)、y (d,) -> スカラー。"""
     import jax.numpy as jnp
 
@@ -19,8 +18,8 @@ def _pair_3(spy: _Spy, d: int):
 
     def pair_fn(x, y):
         spy.calls += 1
-        _guard("pair_fn", "x", x, (d,), hint)
-        _guard("pair_fn", "y", y, (d,), hint)
+        guard("pair_fn", "x", x, (d,), hint)
+        guard("pair_fn", "y", y, (d,), hint)
         return 1.0 - jnp.dot(x, y) / jnp.sqrt(jnp.dot(x, x) * jnp.dot(y, y))
 
     return pair_fn
@@ -34,32 +33,32 @@ def _pair_3_np(xs, y):
 
 @exercise("6.1-3", "batched_distances")
 def check_batched_distances(fn):
-    rng = _rng(3)
+    rng = exercise_rng(3)
     b, n, m, d = 3, 5, 4, 6
 
     def data(b_, n_, m_):
-        return _f32(rng.normal(size=(b_, n_, d))), _f32(rng.normal(size=(m_, d)))
+        return f32(rng.normal(size=(b_, n_, d))), f32(rng.normal(size=(m_, d)))
 
     xs, y = data(b, n, m)
-    spy = _Spy()
+    spy = Spy()
     try:
         got = call(fn, _pair_3(spy, d), xs, y)
     except LearnerError as exc:
-        _sizes_fail(exc, lambda names: (
+        sizes_fail(exc, lambda names: (
             f"Y（{m} 点）はどの点群のどの点とも比べる共通の集合なので、外側の 2 段では Y の in_axes は None、"
             "Y の点を回すのは一番内側の段だけです。"))
         raise
-    _unused("pair_fn", spy)
+    expect_used("pair_fn", spy)
     want = _pair_3_np(xs, y)
-    shape = _shape(got)
+    shape = shape_of(got)
     if shape is not None and shape != want.shape and sorted(shape) == sorted(want.shape):
         raise Fail(f"出力の形が {fmt(shape)} で、期待の (点群の組 B, 点 n, Y の点 m) = {fmt(want.shape)} と軸の順番が違います。"
                    "外側の段から順に、組（Xs の 0 軸）、組の中の点、Y の点を回します。")
     expect_close(got, want, "batched_distances(pair_fn, Xs, Y) の結果", rtol=1e-4, atol=1e-4,
                  hint="D[b, i, j] = pair_fn(Xs[b, i], Y[j]) です。")
-    for what, make in (("点群の組の数", lambda k: (_pair_3(_Spy(), d), *data(k, n, m))),
-                       ("点群の中の点の数", lambda k: (_pair_3(_Spy(), d), *data(b, k, m))),
-                       ("Y の点の数", lambda k: (_pair_3(_Spy(), d), *data(b, n, k)))):
+    for what, make in (("点群の組の数", lambda k: (_pair_3(Spy(), d), *data(k, n, m))),
+                       ("点群の中の点の数", lambda k: (_pair_3(Spy(), d), *data(b, k, m))),
+                       ("Y の点の数", lambda k: (_pair_3(Spy(), d), *data(b, n, k)))):
         expect_no_batch_loop(fn, make, sizes=(2, 3), what=what)
     return (f"隠し pair_fn（コサイン距離）と隠し入力 Xs {fmt(xs.shape)}、Y {fmt(y.shape)} で一致し、"
             "jaxpr は 3 つのどの大きさにも依存しません。")

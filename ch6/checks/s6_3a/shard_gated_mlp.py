@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close
-from ...checking import f32 as _f32
+from ...checking import Fail, call, exercise, expect_close, f32
 from ... import meshes
 from ...show import collectives_line
-from ._common import _counts, _learner_step, _rng, norm_spec, placed_spec, show_spec
+from .common import comm_counts, learner_step, exercise_rng, norm_spec, placed_spec, show_spec
 
 def gated_mlp(params, x):
     """ゲート付き MLP（SwiGLU 型）の forward。演習 6.3a-5 のノートブックとチェックが、この 1 つの定義を使います。
@@ -48,13 +47,13 @@ def check_shard_gated_mlp(fn):
 
     d, m = meshes.mesh_2d_shape()
     mesh = meshes.mesh_2d(("data", "model"))
-    rng = _rng(5)
+    rng = exercise_rng(5)
     D, H, O = 3 * d * m, 4 * m, 2 * m  # O は model の長さで割り切れる（b_down を分ける誤りも、エラーでなく見える）
     params = {"W_gate": rng.normal(size=(D, H)) * 0.5, "b_gate": rng.normal(size=(H,)) * 0.3,
               "W_up": rng.normal(size=(D, H)) * 0.5, "b_up": rng.normal(size=(H,)) * 0.3,
               "W_down": rng.normal(size=(H, O)) * 0.5, "b_down": rng.normal(size=(O,)) * 0.3}
-    params = {k: _f32(v) for k, v in params.items()}
-    x = _f32(rng.normal(size=(4 * d, D)))
+    params = {k: f32(v) for k, v in params.items()}
+    x = f32(rng.normal(size=(4 * d, D)))
     got = call(fn, {k: v.copy() for k, v in params.items()}, mesh)
     if not isinstance(got, dict) or set(got) != set(params):
         keys = sorted(map(str, got)) if isinstance(got, dict) else type(got).__name__
@@ -91,9 +90,9 @@ def check_shard_gated_mlp(fn):
             xs = jax.device_put(x, P("data", None))
             f = jax.jit(gated_mlp)
             out = f(got, xs)
-            return out, jax.typeof(out), _counts(f, got, xs)
+            return out, jax.typeof(out), comm_counts(f, got, xs)
 
-    out, typ, counts = _learner_step("そのパラメータで gated_mlp を実行したところ", forward)
+    out, typ, counts = learner_step("そのパラメータで gated_mlp を実行したところ", forward)
     expect_close(out, _gated_mlp_np(params, x), "gated_mlp の結果", rtol=1e-4, atol=1e-4)
     if norm_spec(typ.sharding.spec) != ("data",):
         raise Fail(f"gated_mlp の出力の型が P('data', None) になりません（{typ}）。")

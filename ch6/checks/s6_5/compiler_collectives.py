@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from ._common import Outcome, _auto_mesh, _eval, _grade, _jax_namespace, _mesh, _run
+from .common import Outcome, auto_mesh, eval_option, grade, jax_namespace, quiz_mesh, outcome_of
 
 
 # 6.5-8 -------------------------------------------------------------------------------
@@ -13,7 +13,7 @@ from ._common import Outcome, _auto_mesh, _eval, _grade, _jax_namespace, _mesh, 
 _COLLECTIVE_CHOICE = {"none": "a", "all-reduce": "b", "all-gather": "c", "all-to-all": "d"}
 
 
-def _collective_choices(counts: dict[str, int]) -> set[str]:
+def collective_choices(counts: dict[str, int]) -> set[str]:
     """count_collectives の結果 -> 当てはまる選択肢の集合。"""
     if not counts:
         return {"a"}
@@ -31,24 +31,24 @@ def _measured(n: int, correct: set[str], rule: str) -> tuple[set[str], str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _q8_truth(n: int) -> frozenset:
+def q8_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from ...hlo import count_collectives
 
-    mesh = _auto_mesh()
+    mesh = auto_mesh()
     x = jax.device_put(jnp.ones((8, 4 * n)), NamedSharding(mesh, P(None, "data")))
     w = jax.device_put(jnp.ones((4 * n, 16)), NamedSharding(mesh, P("data", None)))
     f = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P()))
-    return frozenset(_collective_choices(count_collectives(f, x, w)))
+    return frozenset(collective_choices(count_collectives(f, x, w)))
 
 
 @exercise("6.5-8", "q8")
 def check_q8(fn):
     n = n_devices()
-    correct, note = _measured(n, set(_q8_truth(n)), "b")
+    correct, note = _measured(n, set(q8_truth(n)), "b")
     why = {
         "a": "各デバイスが持つのは縮約する軸（x8 の列、w8 の行）の一部だけなので、手元の積は部分和です。"
              "全体の積にするには、デバイスの間で足し合わせる通信が要ります。",
@@ -57,7 +57,7 @@ def check_q8(fn):
              "持っているので、集めるのではなく足し合わせる必要があります。",
         "d": "all-to-all は分割する軸を入れ替える（転置のような）通信で、部分和を足し合わせることはしません。",
     }
-    return _grade(fn, correct, why, "縮約する軸が分割されていると各デバイスの積は部分和になり、all-reduce で合計されます"
+    return grade(fn, correct, why, "縮約する軸が分割されていると各デバイスの積は部分和になり、all-reduce で合計されます"
                   + note + "。")
 
 
@@ -65,24 +65,24 @@ def check_q8(fn):
 # どの集団通信になるか（w の列が足りない）
 
 @functools.lru_cache(maxsize=None)
-def _q9_truth(n: int) -> frozenset:
+def q9_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from ...hlo import count_collectives
 
-    mesh = _auto_mesh()
+    mesh = auto_mesh()
     x = jax.device_put(jnp.ones((8 * n, 16)), NamedSharding(mesh, P("data", None)))
     w = jax.device_put(jnp.ones((16, 4 * n)), NamedSharding(mesh, P(None, "data")))
     f = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P("data", None)))
-    return frozenset(_collective_choices(count_collectives(f, x, w)))
+    return frozenset(collective_choices(count_collectives(f, x, w)))
 
 
 @exercise("6.5-9", "q9")
 def check_q9(fn):
     n = n_devices()
-    correct, note = _measured(n, set(_q9_truth(n)), "c")
+    correct, note = _measured(n, set(q9_truth(n)), "c")
     why = {
         "a": "出力は各デバイスが x9 の自分の行を持ち、列は全部そろった形 P('data', None) です。ところが w9 は列で分割されていて、"
              "各デバイスには w9 の一部の列しかありません。足りない列を手に入れる通信が要ります。",
@@ -91,7 +91,7 @@ def check_q9(fn):
         "c": "all-gather ではありません。各デバイスが持っているもの、足りないものを書き出してみましょう。",
         "d": "all-to-all は分割する軸を入れ替える通信です。ここで必要なのは、足りない w9 の列を全デバイスに配ることです。",
     }
-    return _grade(fn, correct, why, "各デバイスは x9 の自分の行を持ち、列で分割された w9 を all-gather で集めてから掛けます"
+    return grade(fn, correct, why, "各デバイスは x9 の自分の行を持ち、列で分割された w9 を all-gather で集めてから掛けます"
                   + note + "。")
 
 
@@ -107,21 +107,21 @@ Q10_OPTIONS = {
 
 
 @functools.lru_cache(maxsize=None)
-def _q10_outcomes(n: int) -> dict[str, Outcome]:
+def q10_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = _mesh()
+    mesh = quiz_mesh()
     rows = 4 * n                                           # W 全体の行数（1 デバイスのシャードは 4 行）
     rng = np.random.default_rng(65_010)
     per_device = rng.normal(size=(n, rows, 3)).astype(np.float32)   # デバイス i が求めた、W 全体の形の勾配
     want = per_device.mean(axis=0)                          # 全デバイスの平均（W 全体の形）
     stacked = jax.device_put(per_device.reshape(n * rows, 3), NamedSharding(mesh, P("data")))
-    ns = _jax_namespace()
+    ns = jax_namespace()
 
     def build(source):
-        body = _eval("lambda g: " + source, ns)
+        body = eval_option("lambda g: " + source, ns)
         return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("data"), out_specs=P("data", None)))
 
     def judge(out):
@@ -132,12 +132,12 @@ def _q10_outcomes(n: int) -> dict[str, Outcome]:
             return Outcome(False, "形は W と同じですが、全デバイスの平均になりません")
         return Outcome(True, "各デバイスが自分のシャードの平均の勾配を受け取ります")
 
-    return {k: _run(lambda s=s: build(s)(stacked), judge) for k, s in Q10_OPTIONS.items()}
+    return {k: outcome_of(lambda s=s: build(s)(stacked), judge) for k, s in Q10_OPTIONS.items()}
 
 
 @exercise("6.5-10", "q10")
 def check_q10(fn):
-    out = _q10_outcomes(n_devices())
+    out = q10_outcomes(n_devices())
     why = {
         "b": "どの軸を分けて持っているか、足し合わせるかどうかを見直しましょう。",
         "a": "pmean は all-reduce で、どのデバイスも平均の「全体」(4 * n_devices, 3) を受け取ります。"
@@ -146,6 +146,6 @@ def check_q10(fn):
         "d": "scatter_dimension=1 は W の列（大きさ 3）で分けます。W のシャードは行（0 軸目）で分けているので、"
              "受け取る部分がシャードと合いません。",
     }
-    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+    return grade(fn, {k for k, o in out.items() if o.ok}, why,
                   "psum_scatter（reduce-scatter）は全デバイスの勾配を足しながら、0 軸目の自分のシャードの分だけを配ります。"
                   "デバイスの数で割れば平均です（6.4 の 5.2 節）。", out)

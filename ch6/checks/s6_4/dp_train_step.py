@@ -5,7 +5,7 @@ import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, f32
 from ...meshes import mesh_1d
-from ._common import _matches, _rng
+from .common import matches, exercise_rng
 
 
 # 6.4-3 -------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def check_dp_train_step(fn):
 
     n = jax.device_count()
     mesh = mesh_1d("data")
-    rng = _rng(3)
+    rng = exercise_rng(3)
     d_in, d_hid, d_out, bsz, steps = 3, 8, 2, 4 * n, 3
     params = {"W1": f32(rng.normal(size=(d_in, d_hid)) * 0.5), "b1": f32(np.zeros(d_hid)),
               "W2": f32(rng.normal(size=(d_hid, d_out)) * 0.5), "b2": f32(np.zeros(d_out))}
@@ -165,9 +165,9 @@ def check_dp_train_step(fn):
         raise Fail(f"loss_fn に届いたバッチの型が {xs_type} で、'data' 軸で分割されていません。"
                    "jax.device_put(xs, NamedSharding(mesh, P('data'))) で分割してから jit した関数に渡しましょう。")
     got_params = jax.device_get(p)
-    if not all(_matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
+    if not all(matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
         rev, _ = reference(-1)
-        if all(_matches(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
+        if all(matches(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
             raise Fail("更新の向きが逆です（params - updates）。optax の updates は足すもの: "
                        "optax.apply_updates(params, updates) を使いましょう。")
         for k in params:

@@ -6,7 +6,7 @@ import numpy as np
 from ... import explain
 from ...checking import Fail, LearnerError, call, exercise, f32
 from ...meshes import mesh_1d, mesh_2d
-from ._common import _rng
+from .common import exercise_rng
 
 
 # 6.4-4 -------------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def check_fsdp_shard(fn):
     import jax
 
     n = jax.device_count()
-    rng = _rng(4)
+    rng = exercise_rng(4)
     mesh1 = mesh_1d("data")
     t_in, t_out = _check_fsdp_on(fn, mesh1, _fsdp_tree(rng, n), f"1 次元メッシュ（data={n}）")
     mesh2 = mesh_2d(("data", "model"))  # 偶数なら (n/2, 2)、奇数なら (n, 1)

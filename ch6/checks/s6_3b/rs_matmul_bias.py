@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32 as _f32, jaxpr_primitives, n_devices as _n
+from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
 from ...show import collectives_line
-from ._common import AXIS, GATHER, PSUM, SCATTER, _close, _collectives, _forbid, _mesh, _put, _rng, _run, _wrap
+from .common import AXIS, GATHER, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put, exercise_rng, run_learner, wrap
 
 
 # 6.3b-5 ------------------------------------------------------------------------------
@@ -16,15 +16,15 @@ from ._common import AXIS, GATHER, PSUM, SCATTER, _close, _collectives, _forbid,
 def check_rs_matmul_bias(fn):
     from jax.sharding import PartitionSpec as P
 
-    n, mesh, rng = _n(), _mesh(), _rng(5)
+    n, mesh, rng = n_devices(), section_mesh(), exercise_rng(5)
     rows, d_per, f_per = 2 * n, 3, 2
-    x = _f32(rng.normal(size=(rows, n * d_per)))
-    w = _f32(rng.normal(size=(n * d_per, n * f_per)))
-    b = _f32(rng.normal(size=(n * f_per,)) * 3.0)
+    x = f32(rng.normal(size=(rows, n * d_per)))
+    w = f32(rng.normal(size=(n * d_per, n * f_per)))
+    b = f32(rng.normal(size=(n * f_per,)) * 3.0)
     specs = (P(None, AXIS), P(AXIS, None), P())
-    g = _wrap(fn, mesh, specs, P(None, AXIS))
-    args = tuple(_put(mesh, a, s) for a, s in zip((x, w, b), specs))
-    got = _run(g, *args)
+    g = wrap(fn, mesh, specs, P(None, AXIS))
+    args = tuple(put(mesh, a, s) for a, s in zip((x, w, b), specs))
+    got = run_learner(g, *args)
 
     want = x @ w + b
     shape = tuple(getattr(got, "shape", ()) or ())
@@ -33,24 +33,24 @@ def check_rs_matmul_bias(fn):
                    "psum_scatter(…, scatter_dimension=1, tiled=True) です。")
     expect_shape(got, want.shape, "rs_matmul_bias の結果（全体）",
                  f"各デバイスは ({rows}, {f_per}) の列ブロックを返します。")
-    if n > 1 and _close(got, x @ w + n * b):
+    if n > 1 and close_enough(got, x @ w + n * b):
         raise Fail(f"バイアスが {n} 回足されています。足し合わせる前の部分積に b を足すと、reduce-scatter で "
                    "デバイスの数だけ重なります。b は通信の後で、自分の列の分だけ足しましょう。")
-    if n > 1 and _close(got, x @ w + np.tile(b[:f_per], n)):
+    if n > 1 and close_enough(got, x @ w + np.tile(b[:f_per], n)):
         raise Fail("どのデバイスも b の先頭の部分を足しています。自分の列に当たる部分を "
                    "lax.axis_index('x') から計算して切り出しましょう（lax.dynamic_slice_in_dim）。")
-    if _close(got, x @ w) and not _close(got, want):
+    if close_enough(got, x @ w) and not close_enough(got, want):
         raise Fail("バイアス b が足されていません。")
     expect_close(got, want, "rs_matmul_bias の結果", rtol=1e-4, atol=1e-4,
                  hint="部分積 x_blk @ w_blk を psum_scatter(…, scatter_dimension=1, tiled=True) し、自分の列の b を足します。")
 
     prims = jaxpr_primitives(g, *args)
-    _forbid(prims, GATHER, "all_gather を使っています。この問題は何も集めずに、部分積を reduce-scatter するだけで作れます。")
-    _forbid(prims, PSUM, "psum（all-reduce）で全体を足してから切り出しています。値は合いますが、通信量は "
+    forbid(prims, GATHER, "all_gather を使っています。この問題は何も集めずに、部分積を reduce-scatter するだけで作れます。")
+    forbid(prims, PSUM, "psum（all-reduce）で全体を足してから切り出しています。値は合いますが、通信量は "
                          "reduce-scatter の倍ほどになります。lax.psum_scatter を使いましょう。")
     if not prims & SCATTER:
         raise Fail("jaxpr に reduce_scatter が見つかりません。部分積は lax.psum_scatter(…, 'x', tiled=True) で足して配ります。")
-    counts = _collectives(g, *args) if n > 1 else {}
+    counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) & {"all-gather", "all-reduce", "all-to-all"})
     if extra:
         raise Fail(f"コンパイル結果に {', '.join(extra)} があります（{collectives_line(counts)}）。"

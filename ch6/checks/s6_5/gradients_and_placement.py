@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from ._common import Outcome, _eval, _grade, _jax_namespace, _mesh, _run, _shapes_text
+from .common import Outcome, eval_option, grade, jax_namespace, quiz_mesh, outcome_of, shapes_text
 
 
 # 6.5-1 -------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ def q1_loss(params, x, y):
 
 
 @functools.lru_cache(maxsize=None)
-def _q1_outcomes() -> dict[str, Outcome]:
+def q1_outcomes() -> dict[str, Outcome]:
     import jax
     import numpy as np
 
@@ -36,22 +36,22 @@ def _q1_outcomes() -> dict[str, Outcome]:
     ys = rng.normal(size=64).astype(np.float32)
     g1 = jax.jit(jax.grad(q1_loss, argnums=1))
     want = np.stack([np.asarray(g1(params, xs[i], ys[i])) for i in range(len(xs))])
-    ns = _jax_namespace() | {"loss": q1_loss, "params": params, "xs": xs, "ys": ys}
+    ns = jax_namespace() | {"loss": q1_loss, "params": params, "xs": xs, "ys": ys}
 
     def judge(out):
         if not hasattr(out, "shape"):
-            return Outcome(False, f"形 {_shapes_text(out)} の勾配が返ります")
+            return Outcome(False, f"形 {shapes_text(out)} の勾配が返ります")
         if tuple(out.shape) != want.shape:
             return Outcome(False, f"形 {fmt(tuple(out.shape))} が返ります")
         ok = bool(np.allclose(np.asarray(out), want, rtol=1e-4, atol=1e-5))
         return Outcome(ok, "形 (64, 10) の正しい勾配が返ります" if ok else "値の違う形 (64, 10) の配列が返ります")
 
-    return {k: _run(lambda s=s: _eval(s, ns), judge) for k, s in Q1_OPTIONS.items()}
+    return {k: outcome_of(lambda s=s: eval_option(s, ns), judge) for k, s in Q1_OPTIONS.items()}
 
 
 @exercise("6.5-1", "q1")
 def check_q1(fn):
-    out = _q1_outcomes()
+    out = q1_outcomes()
     why = {
         "b": "argnums と、vmap と grad を重ねる順番を見直しましょう。",
         "a": "loss は 1 サンプル用の関数です。バッチ xs (64, 10) をそのまま渡すと、W (3, 10) との行列積の形が合いません。",
@@ -59,7 +59,7 @@ def check_q1(fn):
         "d": "grad の argnums の既定は 0 なので、微分するのは params です。"
              "得られるのはパラメータについてのサンプルごとの勾配で、x についての勾配ではありません。",
     }
-    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+    return grade(fn, {k for k, o in out.items() if o.ok}, why,
                   "1 サンプルの損失を x について微分し（argnums=1）、その関数を vmap でバッチに広げると、"
                   "形 (64, 10) のサンプルごとの勾配になります。", out)
 
@@ -72,12 +72,12 @@ def _q2_shapes(n: int) -> dict[str, tuple]:
 
 
 @functools.lru_cache(maxsize=None)
-def _q2_truth(n: int) -> frozenset:
+def q2_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = _mesh()
+    mesh = quiz_mesh()
     x2 = jax.device_put(jnp.ones((4 * n, 3)), NamedSharding(mesh, P("data")))
     try:
         with jax.set_mesh(mesh):
@@ -97,7 +97,7 @@ def check_q2(fn):
         "d": "エラーにはなりません。smap の関数は次元の数を減らしてもかまいません。"
              "各デバイスの結果 (3,) を、out_axes=0 の軸に沿ってつなげます。",
     }
-    return _grade(fn, set(_q2_truth(n)), why,
+    return grade(fn, set(q2_truth(n)), why,
                   f"各デバイスの (3,) が 0 軸目に沿って {n} 個つながり、全体は ({3 * n},) です"
                   "（pmap なら積み重なって (n_devices, 3)）。")
 
@@ -106,13 +106,13 @@ def check_q2(fn):
 # smap の中の grad: 複製した引数の勾配は自動で psum される
 
 @functools.lru_cache(maxsize=None)
-def _q3_outcomes(n: int) -> dict[str, Outcome]:
+def q3_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = _mesh()
+    mesh = quiz_mesh()
     w3 = jnp.array([1.0, -2.0])
     x_np = np.arange(4.0 * n, dtype=np.float32).reshape(2 * n, 2)
     x3 = jax.device_put(x_np, NamedSharding(mesh, P("data")))
@@ -137,7 +137,7 @@ def _q3_outcomes(n: int) -> dict[str, Outcome]:
 
 @exercise("6.5-3", "q3")
 def check_q3(fn):
-    out = _q3_outcomes(n_devices())
+    out = q3_outcomes(n_devices())
     why = {
         "a": "w は in_axes=None で渡した、全デバイスで同じ（不変な）値です。不変な値の勾配が、"
              "1 つのデバイスのデータだけで決まることはありません（6.3c の 5 節の落とし穴）。",
@@ -147,7 +147,7 @@ def check_q3(fn):
         "d": "エラーにはなりません。jax.typeof で見ると勾配には {V:data} の印がなく、"
              "全デバイスで同じ値だと型からわかるので、out_axes=None で返せます。",
     }
-    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+    return grade(fn, {k for k, o in out.items() if o.ok}, why,
                   "w は複製（不変）の値なので、grad が全デバイスの勾配を自動で psum します。"
                   "pmap の勾配の pmean をそのまま写すと、更新がデバイスの数の倍になります（6.3c の 5 節）。")
 
@@ -163,11 +163,11 @@ Q4_OPTIONS = {
 
 
 @functools.lru_cache(maxsize=None)
-def _q4_outcomes(n: int) -> dict[str, Outcome]:
+def q4_outcomes(n: int) -> dict[str, Outcome]:
     import jax.numpy as jnp
 
-    ns = _jax_namespace() | {"mesh": _mesh(), "x4": jnp.ones((3 * n + 1, 2 * n))}
-    out = {k: _run(lambda s=s: _eval(s, ns), lambda r: Outcome(True, "エラーなく置けます"))
+    ns = jax_namespace() | {"mesh": quiz_mesh(), "x4": jnp.ones((3 * n + 1, 2 * n))}
+    out = {k: outcome_of(lambda s=s: eval_option(s, ns), lambda r: Outcome(True, "エラーなく置けます"))
            for k, s in Q4_OPTIONS.items()}
     out["d"] = Outcome(not any(o.ok for o in out.values()), "")
     return out
@@ -175,7 +175,7 @@ def _q4_outcomes(n: int) -> dict[str, Outcome]:
 
 @exercise("6.5-4", "q4")
 def check_q4(fn):
-    out = _q4_outcomes(n_devices())
+    out = q4_outcomes(n_devices())
     why = {
         "a": "0 軸目の長さ 3 * n_devices + 1 は、data 軸の大きさ n_devices で割ると 1 余ります"
              "（デバイスが 2 個以上なら必ず）。分ける次元の長さは、軸の大きさで割り切れなければなりません。",
@@ -183,5 +183,5 @@ def check_q4(fn):
         "c": "1 つのメッシュ軸は、PartitionSpec の中で 1 回しか使えません（2 つの次元を同じ軸で分けることはできません）。",
         "d": "通るものが 1 つあります。それぞれの次元の長さを、data 軸の大きさで割ってみましょう。",
     }
-    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+    return grade(fn, {k for k, o in out.items() if o.ok}, why,
                   "1 軸目の長さ 2 * n_devices は n_devices で割り切れるので、1 軸目を data で分けられます。", out)

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_no_batch_loop, fmt
-from ...checking import f32 as _f32
-from ._common import _expect_tree, _guard, _rng, _shape, _Spy, _tree_close, _unused
+from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
+from .common import expect_tree, guard, exercise_rng, shape_of, Spy, tree_close, expect_used
 
 
 # 6.1-4 -------------------------------------------------------------------------------
 # DP-SGD の勾配: サンプルごとに勾配のノルムを max_norm 以下に切り詰めてから平均する
 
-def _loss_4(spy: _Spy, d: int):
+def _loss_4(spy: Spy, d: int):
     """隠し loss_fn: params = {"hidden": {"W", "b"}, "head": v}、x (d,)、y () -> スカラー。"""
     import jax.numpy as jnp
 
@@ -19,8 +18,8 @@ def _loss_4(spy: _Spy, d: int):
 
     def loss_fn(params, x, y):
         spy.calls += 1
-        _guard("loss_fn", "x", x, (d,), hint)
-        _guard("loss_fn", "y", y, (), hint)
+        guard("loss_fn", "x", x, (d,), hint)
+        guard("loss_fn", "y", y, (), hint)
         h = jnp.tanh(params["hidden"]["W"] @ x + params["hidden"]["b"])
         return (params["head"] @ h - y) ** 2
 
@@ -28,8 +27,8 @@ def _loss_4(spy: _Spy, d: int):
 
 
 def _params_4(rng, d, h):
-    return {"hidden": {"W": _f32(rng.normal(size=(h, d)) * 0.7), "b": _f32(rng.normal(size=(h,)) * 0.5)},
-            "head": _f32(rng.normal(size=(h,)))}
+    return {"hidden": {"W": f32(rng.normal(size=(h, d)) * 0.7), "b": f32(rng.normal(size=(h,)) * 0.5)},
+            "head": f32(rng.normal(size=(h,)))}
 
 
 def _per_example_grads(loss_fn, params, xs, ys):
@@ -59,30 +58,30 @@ def _clip_mean(per, max_norm, per_leaf=False):
 
 @exercise("6.1-4", "clipped_mean_grad")
 def check_clipped_mean_grad(fn):
-    rng = _rng(4)
+    rng = exercise_rng(4)
     d, h, b = 4, 5, 9
     params = _params_4(rng, d, h)
 
     def data(n):
-        return _f32(rng.normal(size=(n, d)) * 1.5), _f32(rng.normal(size=(n,)) * 2.0)
+        return f32(rng.normal(size=(n, d)) * 1.5), f32(rng.normal(size=(n,)) * 2.0)
 
     xs, ys = data(b)
-    per = _per_example_grads(_loss_4(_Spy(), d), params, xs, ys)
+    per = _per_example_grads(_loss_4(Spy(), d), params, xs, ys)
     norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
     # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
     # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
     max_norm = float(np.round(np.median(norms), 2))
     small = round(max_norm / 10, 3)
-    spy = _Spy()
+    spy = Spy()
     got = call(fn, _loss_4(spy, d), params, xs, ys, max_norm)
-    _unused("loss_fn", spy)
+    expect_used("loss_fn", spy)
     want = _clip_mean(per, max_norm)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
-    if len(got_leaves) == len(want_leaves) and all(_shape(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
+    if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
         raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。サンプルごとに切り詰めた勾配を、最後にサンプルについて平均します。")
-    got_small = call(fn, _loss_4(_Spy(), d), params, xs, ys, small)
+    got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
     want_small = _clip_mean(per, small)
-    if not (_tree_close(got, want) and _tree_close(got_small, want_small)):
+    if not (tree_close(got, want) and tree_close(got_small, want_small)):
         mistakes = [
             (lambda c: _clip_mean(per, np.inf), "切り詰めていません: ノルムが max_norm を超えるサンプルは、勾配に max_norm / ノルム を掛けて縮めます。"),
             (lambda c: _clip_one(per, c), "平均してから切り詰めています。切り詰めはサンプルごと（平均する前）に行います。"),
@@ -92,13 +91,13 @@ def check_clipped_mean_grad(fn):
             (lambda c: _tree_scale(_clip_mean(per, c), b), "サンプルについて平均ではなく合計しています。"),
         ]
         for alt, msg in mistakes:
-            if _tree_close(got, alt(max_norm)) and _tree_close(got_small, alt(small)):
+            if tree_close(got, alt(max_norm)) and tree_close(got_small, alt(small)):
                 raise Fail(msg)
-    _expect_tree(got, want, "clipped_mean_grad の結果",
+    expect_tree(got, want, "clipped_mean_grad の結果",
                  hint="g_i = grad(loss_fn)(params, x_i, y_i) を min(1, max_norm / ||g_i||) 倍して、i について平均します。")
-    _expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルを切り詰める値）のときの結果",
+    expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルを切り詰める値）のときの結果",
                  hint="max_norm は引数で受け取った値を使い、g_i を min(1, max_norm / ||g_i||) 倍します。")
-    expect_no_batch_loop(fn, lambda n: (_loss_4(_Spy(), d), params, *data(n), max_norm))
+    expect_no_batch_loop(fn, lambda n: (_loss_4(Spy(), d), params, *data(n), max_norm))
     clipped = int((norms > max_norm).sum())
     return (f"隠し loss_fn（入れ子の params）と {b} サンプル（うち {clipped} 件を切り詰め）で一致し、"
             "jaxpr はバッチサイズに依存しません。")

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import LearnerError, call, exercise, expect_close, expect_no_batch_loop
-from ...checking import f32 as _f32
-from ._common import _guard, _rng, _sizes_fail, _Spy, _unused
+from ...checking import LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32
+from .common import guard, exercise_rng, sizes_fail, Spy, expect_used
 
 
 # 6.1-1 -------------------------------------------------------------------------------
 # 1 つの点 x と K 個の中心（centers と、中心ごとの幅 gammas）から K 個の特徴: in_axes=(None, 0, 0)
 
-def _kernel_1(spy: _Spy, d: int):
+def _kernel_1(spy: Spy, d: int):
     """隠し kernel（ラプラス核）: x (d,)、c (d,)、g () -> スカラー。"""
     import jax.numpy as jnp
 
@@ -19,9 +18,9 @@ def _kernel_1(spy: _Spy, d: int):
 
     def kernel(x, c, g):
         spy.calls += 1
-        _guard("kernel", "x", x, (d,), hint)
-        _guard("kernel", "c", c, (d,), hint)
-        _guard("kernel", "g", g, (), hint)
+        guard("kernel", "x", x, (d,), hint)
+        guard("kernel", "c", c, (d,), hint)
+        guard("kernel", "g", g, (), hint)
         return jnp.exp(-g * jnp.sum(jnp.abs(x - c)))
 
     return kernel
@@ -29,24 +28,24 @@ def _kernel_1(spy: _Spy, d: int):
 
 @exercise("6.1-1", "rbf_features")
 def check_rbf_features(fn):
-    rng = _rng(1)
+    rng = exercise_rng(1)
     d, k = 3, 7
 
     def data(n):
-        return _f32(rng.normal(size=(d,))), _f32(rng.normal(size=(n, d))), _f32(rng.uniform(0.2, 1.5, size=(n,)))
+        return f32(rng.normal(size=(d,))), f32(rng.normal(size=(n, d))), f32(rng.uniform(0.2, 1.5, size=(n,)))
 
     x, centers, gammas = data(k)
-    spy = _Spy()
+    spy = Spy()
     try:
         got = call(fn, _kernel_1(spy, d), x, centers, gammas)
     except LearnerError as exc:
-        _sizes_fail(exc, lambda names: (
+        sizes_fail(exc, lambda names: (
             "x は K 個の中心すべてに共通の 1 点なので、x の in_axes は None です（x の 0 軸は特徴の軸で、バッチではありません）。"
             if "x" in names else "in_axes は引数ごとに 1 つ: 共通の引数は None、中心ごとに違う引数は 0 です。"))
         raise
-    _unused("kernel", spy)
+    expect_used("kernel", spy)
     want = np.exp(-gammas * np.abs(x - centers).sum(1))
     expect_close(got, want, "rbf_features(kernel, x, centers, gammas) の結果",
                  hint="φ[k] = kernel(x, centers[k], gammas[k]) です。")
-    expect_no_batch_loop(fn, lambda n: (_kernel_1(_Spy(), d), *data(n)), what="中心の数")
+    expect_no_batch_loop(fn, lambda n: (_kernel_1(Spy(), d), *data(n)), what="中心の数")
     return f"隠し kernel（別の核）と隠し入力（中心 {k} 個、{d} 次元）で一致し、jaxpr は中心の数に依存しません。"

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32 as _f32, jaxpr_primitives, n_devices as _n
+from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
 from ...show import collectives_line
-from ._common import (AXIS, GATHER, PSUM, _close, _collectives, _expect_no_row_loop, _forbid, _mesh, _need_callable, _put,
-                      _rng, _run)
+from .common import (AXIS, GATHER, PSUM, close_enough, collectives_of, expect_no_row_loop, forbid, section_mesh, need_callable, put,
+                      exercise_rng, run_learner)
 
 
 # 6.3b-3 ------------------------------------------------------------------------------
@@ -17,11 +17,11 @@ from ._common import (AXIS, GATHER, PSUM, _close, _collectives, _expect_no_row_l
 #       jax.nn.relu か jnp.maximum(…, 0) か、b2 を psum の後で 1 回足すか、b2 / n を各部分積に足してから psum するか。
 
 def _mlp_data(rng, n, rows, d=5, h_per=3, f=4):
-    x = _f32(rng.normal(size=(rows, d)))
-    w1 = _f32(rng.normal(size=(d, n * h_per)))
-    b1 = _f32(rng.normal(size=(n * h_per,)))  # 1 層目の出力の約半分が負（ReLU が効く）
-    w2 = _f32(rng.normal(size=(n * h_per, f)))
-    b2 = _f32(3.0 + rng.normal(size=(f,)))  # 大きめ（n 回足すと見える）
+    x = f32(rng.normal(size=(rows, d)))
+    w1 = f32(rng.normal(size=(d, n * h_per)))
+    b1 = f32(rng.normal(size=(n * h_per,)))  # 1 層目の出力の約半分が負（ReLU が効く）
+    w2 = f32(rng.normal(size=(n * h_per, f)))
+    b2 = f32(3.0 + rng.normal(size=(f,)))  # 大きめ（n 回足すと見える）
     return x, w1, b1, w2, b2
 
 
@@ -34,15 +34,15 @@ def check_megatron_mlp(fn):
     import jax
     from jax.sharding import PartitionSpec as P
 
-    n, mesh, rng = _n(), _mesh(), _rng(3)
+    n, mesh, rng = n_devices(), section_mesh(), exercise_rng(3)
     rows, h_per = 4, 3
     data = _mlp_data(rng, n, rows, h_per=h_per)
     x, w1, b1, w2, b2 = data
     specs = (P(), P(None, AXIS), P(AXIS), P(AXIS, None), P())
-    _need_callable(fn)
+    need_callable(fn)
     g = jax.jit(lambda *a: fn(*a, mesh))
-    args = tuple(_put(mesh, a, s) for a, s in zip(data, specs))
-    got = _run(g, *args, replicated_hint="部分積を lax.psum(…, 'x') で足し合わせてから返しましょう。",
+    args = tuple(put(mesh, a, s) for a, s in zip(data, specs))
+    got = run_learner(g, *args, replicated_hint="部分積を lax.psum(…, 'x') で足し合わせてから返しましょう。",
                spec_hint="x と b2 は複製 P()、w1 は列で P(None, 'x')、b1 は w1 の列と同じく P('x')、"
                          "w2 は行で P('x', None) に分けて渡しています。")
 
@@ -54,20 +54,20 @@ def check_megatron_mlp(fn):
                    "なので、psum してから out_specs=P() で返しましょう。")
     expect_shape(got, want.shape, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果")
     cols = slice(0, h_per)
-    if n > 1 and (_close(got, _relu(pre[:, cols]) @ w2[cols] + b2) or _close(got, _relu(pre[:, cols]) @ w2[cols])):
+    if n > 1 and (close_enough(got, _relu(pre[:, cols]) @ w2[cols] + b2) or close_enough(got, _relu(pre[:, cols]) @ w2[cols])):
         raise Fail("デバイス 0 の部分積だけが返っています（check_vma=False で psum を省いていませんか？）。"
                    "部分積は lax.psum で全デバイス分足します。")
-    if n > 1 and _close(got, _relu(pre) @ w2 + n * b2):
+    if n > 1 and close_enough(got, _relu(pre) @ w2 + n * b2):
         raise Fail(f"バイアス b2 が {n} 回足されています。各デバイスの部分積に b2 を足してから psum すると、"
                    "デバイスの数だけ重なります。b2 は psum の後で 1 回だけ足しましょう。")
-    if _close(got, _relu(pre) @ w2) and not _close(got, want):
+    if close_enough(got, _relu(pre) @ w2) and not close_enough(got, want):
         raise Fail("バイアス b2 が足されていません。")
-    if _close(got, _relu(x @ w1) @ w2 + b2) and not _close(got, want):
+    if close_enough(got, _relu(x @ w1) @ w2 + b2) and not close_enough(got, want):
         raise Fail("バイアス b1 が足されていません。b1 は 1 層目の出力 x @ w1 の列に合わせて分かれているので、"
                    "各デバイスで自分の列の分を ReLU の前に足します。")
-    if _close(got, pre @ w2 + b2) and not _close(got, want):
+    if close_enough(got, pre @ w2 + b2) and not close_enough(got, want):
         raise Fail("ReLU がかかっていません。1 層目の出力（自分の列の分）に jax.nn.relu をかけてから w2 と掛けます。")
-    if _close(got, _relu(pre @ w2 + b2)) or _close(got, _relu(pre @ w2) + b2):
+    if close_enough(got, _relu(pre @ w2 + b2)) or close_enough(got, _relu(pre @ w2) + b2):
         raise Fail("ReLU を psum の後（2 層目の出力）にかけています。ReLU は 1 層目の出力 h にかけるもので、"
                    "h は列で分かれているので、各デバイスで通信なしにかけられます。")
     expect_close(got, want, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果", rtol=1e-4, atol=1e-4,
@@ -80,20 +80,20 @@ def check_megatron_mlp(fn):
     prims = jaxpr_primitives(g, *args)
     if "shard_map" not in prims:
         raise Fail("shard_map が見つかりません。この問題は jax.shard_map の中で部分積を作って psum する練習です。")
-    _forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分けた w1 と行で分けた w2 なら、"
+    forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分けた w1 と行で分けた w2 なら、"
                            "何も集めずに、最後の部分積を psum するだけで済みます。")
     if not prims & PSUM:
         raise Fail("jaxpr に psum が見つかりません。部分積は lax.psum(…, 'x') で足し合わせます。")
-    counts = _collectives(g, *args) if n > 1 else {}
+    counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) - {"all-reduce"})
     if extra or counts.get("all-reduce", 0) > 1:
         raise Fail(f"コンパイル結果の集団通信が {collectives_line(counts)} です。Megatron 式の MLP で必要な通信は、"
                    "2 層目の部分積を足す all-reduce（psum）1 回だけです。")
 
     def make(r):
-        d = _mlp_data(_rng(13), n, r, h_per=h_per)
-        return (g,) + tuple(_put(mesh, a, s) for a, s in zip(d, specs))
+        d = _mlp_data(exercise_rng(13), n, r, h_per=h_per)
+        return (g,) + tuple(put(mesh, a, s) for a, s in zip(d, specs))
 
-    _expect_no_row_loop(make)
+    expect_no_row_loop(make)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけ" if counts else "jaxpr の集団通信は psum だけ"
     return f"隠し入力 x {x.shape}、w1 {w1.shape}、w2 {w2.shape} で一致し、結果は複製、{detail}です。"

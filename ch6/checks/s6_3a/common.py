@@ -7,12 +7,11 @@ from ...checking import Fail, LearnerError, call, hidden_rng
 from ... import explain, meshes
 
 
-
-def _rng(tag: int) -> np.random.Generator:
+def exercise_rng(tag: int) -> np.random.Generator:
     return hidden_rng(63_100 + tag)
 
 
-def _mesh_1d_auto():
+def mesh_1d_auto():
     """全デバイスを 1 列に並べた 'data' メッシュ（Auto）。"""
     from jax.sharding import AxisType
 
@@ -47,7 +46,7 @@ def show_spec(spec, ndim: int = 0) -> str:
     return "P(" + ", ".join(repr(v) for v in e) + ")"
 
 
-def _raw_text(x) -> str:
+def raw_text(x) -> str:
     text = explain.clean(repr(x))
     return text if len(text) <= 60 else text[:59] + "…"
 
@@ -73,7 +72,7 @@ def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
         raise Fail(f"{what} に unreduced / reduced の指定があります。この演習では各次元の分け方だけを書きます。")
     entries = _entries(x)
     if len(entries) > ndim:
-        raise Fail(f"{what} = {_raw_text(x)} は {len(entries)} 次元分ありますが、配列は {ndim} 次元です。")
+        raise Fail(f"{what} = {raw_text(x)} は {len(entries)} 次元分ありますが、配列は {ndim} 次元です。")
     names: list[str] = []
     for e in entries:
         group = e if isinstance(e, (tuple, list)) else (e,)
@@ -81,19 +80,19 @@ def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
             if name is None:
                 continue
             if not isinstance(name, str):
-                raise Fail(f"{what} = {_raw_text(x)} の要素は、メッシュの軸の名前（文字列）か None にします。")
+                raise Fail(f"{what} = {raw_text(x)} の要素は、メッシュの軸の名前（文字列）か None にします。")
             if name not in axes:
-                raise Fail(f"{what} = {_raw_text(x)} の {name!r} はメッシュにない軸です"
+                raise Fail(f"{what} = {raw_text(x)} の {name!r} はメッシュにない軸です"
                            f"（使える軸は {' / '.join(repr(a) for a in axes)}）。")
             names.append(name)
     dup = sorted({a for a in names if names.count(a) > 1})
     if dup:
-        raise Fail(f"{what} = {_raw_text(x)} は軸 {dup[0]!r} を 2 度使っています。"
+        raise Fail(f"{what} = {raw_text(x)} は軸 {dup[0]!r} を 2 度使っています。"
                    "1 つのメッシュの軸で分けられるのは、配列の 1 つの次元だけです。")
     return x
 
 
-def _as_pair(got, names: tuple[str, ...]):
+def as_pair(got, names: tuple[str, ...]):
     """タプルでもリストでも受け取る（どの演習でも同じ規則）。長さが違えば不正解。"""
     if not isinstance(got, (tuple, list)) or len(got) != len(names):
         what = f"長さ {len(got)} の {type(got).__name__}" if isinstance(got, (tuple, list)) else type(got).__name__
@@ -118,7 +117,7 @@ def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
     return norm_spec(sharding.spec)
 
 
-def _learner_step(what: str, fn, *args):
+def learner_step(what: str, fn, *args):
     """学習者の値を使って JAX を動かす（エラーはチェッカーの内部エラーではなく不正解として説明する）。"""
     try:
         return call(fn, *args)
@@ -126,7 +125,7 @@ def _learner_step(what: str, fn, *args):
         raise Fail(f"{what}、エラーになりました: {explain.explain(err.exc)}") from None
 
 
-def _counts(f, *args) -> dict:
+def comm_counts(f, *args) -> dict:
     from ...hlo import count_collectives
 
     return count_collectives(f, *args)

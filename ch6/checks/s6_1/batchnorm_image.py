@@ -5,9 +5,8 @@ import functools
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close, jaxpr_primitives
-from ...checking import f32 as _f32
-from ._common import _rng, _shape
+from ...checking import Fail, call, exercise, expect_close, f32, jaxpr_primitives
+from .common import exercise_rng, shape_of
 
 
 # 6.1-6 -------------------------------------------------------------------------------
@@ -22,7 +21,7 @@ def _images_6(rng, b, hh, ww, c):
     x += rng.normal(size=(b, 1, 1, c)) * 2.0 + 1.5        # 画像ごとのずれ（画像 1 枚の統計とは違う）
     x += rng.normal(size=(1, hh, ww, c))                   # 画素ごとのずれ（画素ごとの統計とは違う）
     x[..., 0] = rng.normal(size=(b, hh, ww)) * 1e-3        # 分散 1e-6: eps=1e-5 のほうが大きい
-    return _f32(x)
+    return f32(x)
 
 
 def _bn_np(xs, eps):
@@ -36,12 +35,12 @@ def _bn_np(xs, eps):
 def check_batchnorm_image(fn):
     import jax
 
-    rng = _rng(6)
+    rng = exercise_rng(6)
     b, hh, ww, c = 5, 4, 3, 6
     xs = _images_6(rng, b, hh, ww, c)
     got = call(jax.vmap(fn, axis_name="batch"), xs)
     want = _bn_np(xs, EPS)
-    if _shape(got) == want.shape and not np.allclose(np.asarray(got, np.float64), want, rtol=1e-3, atol=1e-3):
+    if shape_of(got) == want.shape and not np.allclose(np.asarray(got, np.float64), want, rtol=1e-3, atol=1e-3):
         g = np.asarray(got, np.float64)
         if np.allclose(g, _bn_np(xs, 0.0), rtol=1e-2, atol=1e-3):
             raise Fail("分散がとても小さいチャネル（分散 ≈ 1e-6）で値が違います: 分母の sqrt(分散 + eps) の eps を"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from ._common import Outcome, _auto_mesh, _grade, _mesh, _run
+from .common import Outcome, auto_mesh, grade, quiz_mesh, outcome_of
 
 
 # 6.5-5 -------------------------------------------------------------------------------
@@ -14,7 +14,7 @@ Q5_SHAPES = {"a": (6, 2, 3), "b": (2, 6, 3), "c": (2, 3, 6)}  # "d" は「エラ
 
 
 @functools.lru_cache(maxsize=None)
-def _q5_truth() -> frozenset:
+def q5_truth() -> frozenset:
     import jax
     import jax.numpy as jnp
 
@@ -38,7 +38,7 @@ def check_q5(fn):
         "c": "(2, 3, 6) はバッチ軸を最後に置いたとき（out_axes=2 または -1）の形です。",
         "d": "in_axes=2 は X の 2 軸目（大きさ 6）を指し、X は 3 次元なので有効です。エラーにはなりません。",
     }
-    return _grade(fn, set(_q5_truth()), why, "1 サンプルの出力 (2, 3) の 1 軸目に大きさ 6 のバッチ軸が入ります。")
+    return grade(fn, set(q5_truth()), why, "1 サンプルの出力 (2, 3) の 1 軸目に大きさ 6 のバッチ軸が入ります。")
 
 
 # 6.5-6 -------------------------------------------------------------------------------
@@ -49,12 +49,12 @@ def _q6_shapes(n: int) -> dict[str, tuple]:
 
 
 @functools.lru_cache(maxsize=None)
-def _q6_truth(n: int) -> frozenset:
+def q6_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = _mesh()
+    mesh = quiz_mesh()
     x = jax.device_put(jnp.ones((2 * n, 6)), NamedSharding(mesh, P("data", None)))
     f = jax.shard_map(lambda b: b.mean(axis=0, keepdims=True), mesh=mesh,
                       in_specs=P("data", None), out_specs=P("data", None))
@@ -72,7 +72,7 @@ def check_q6(fn):
         "c": "(2*n_devices, 6) は入力 x6 全体の形です。各デバイスは平均を取って 1 行にしています。",
         "d": "(6,) にはなりません。shard_map は次元の数を保ちます（keepdims=True で 1 デバイスの結果は 2 次元）。",
     }
-    return _grade(fn, set(_q6_truth(n)), why,
+    return grade(fn, set(q6_truth(n)), why,
                   f"各デバイスの (1, 6) が out_specs に従って {n} 個つながり、全体は ({n}, 6) です。")
 
 
@@ -88,14 +88,14 @@ Q7_OPTIONS = {  # 問題文に載せる変更（表示用）
 
 
 @functools.lru_cache(maxsize=None)
-def _q7_outcomes(n: int) -> dict[str, Outcome]:
+def q7_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import jax.numpy as jnp
     import numpy as np
     from jax import lax
     from jax.sharding import PartitionSpec as P
 
-    mesh = _auto_mesh()
+    mesh = auto_mesh()
     x = jnp.arange(4.0 * n)
     want = float(np.arange(4.0 * n).sum())
 
@@ -118,12 +118,12 @@ def _q7_outcomes(n: int) -> dict[str, Outcome]:
             return Outcome(True, f"全体の合計 {fmt(want)} が返ります")
         return Outcome(False, f"エラーは出ず、全体の合計 {fmt(want)} ではなく {fmt(got)} が返ります")
 
-    return {k: _run(run, judge) for k, run in runs.items()}
+    return {k: outcome_of(run, judge) for k, run in runs.items()}
 
 
 @exercise("6.5-7", "q7")
 def check_q7(fn):
-    out = _q7_outcomes(n_devices())
+    out = q7_outcomes(n_devices())
     why = {
         "a": "check_vma=False は検査を止めるだけです。各デバイスの値は違う部分和のままなので、"
              "1 つのデバイスの部分和が「全デバイスで同じ値」として返り、結果が間違います。",
@@ -131,5 +131,5 @@ def check_q7(fn):
         "b": "jit で包んでも、shard_map の中の値がデバイスごとに違うことは変わりません。",
         "d": "mean に変えても、各デバイスが見ているのは自分のブロックだけで、値はデバイスごとに違います。",
     }
-    return _grade(fn, {k for k, o in out.items() if o.ok}, why,
+    return grade(fn, {k for k, o in out.items() if o.ok}, why,
                   "デバイスごとに違う部分和を全デバイスで足し合わせると、全デバイスで同じ値になり P() で返せます。", out)
