@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
+
+from . import runtime
+from .runtime import version_tuple  # noqa: F401  （ch6.env.version_tuple としても使われている）
 
 MIN_JAX = "0.10.0"  # すべてのノートブックとチェックが動く最も古い版（0.9.2 では 6.3b の 1 セルが失敗。make test-min が確かめる）
 TESTED_JAX = "0.12.0.1"  # 保存された出力を作った版（requirements.txt の固定版）
@@ -15,28 +17,12 @@ DEFAULT_DEVICES = 8  # CPU だけのマシンで作る模擬デバイスの数�
 INSTALL_HINT = f'pip install -U "jax>={MIN_JAX}"'
 
 
-def version_tuple(text: str) -> tuple[int, ...]:
-    """"0.12.0.1" -> (0, 12, 0, 1)。数字でない部分（rc や dev）は無視する。"""
-    parts = []
-    for piece in text.split("+")[0].split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.group() != piece:  # "0rc1" などの後ろは比べない
-            break
-    return tuple(parts)
-
-
-def version_notes(version: str) -> list[str]:
-    """動いている JAX の版について、学習者に伝えるべきことを日本語の行で返す（なければ空）。"""
+def version_notes(version: str, command: str = INSTALL_HINT) -> list[str]:
+    """動いている JAX の版について、学習者に伝えるべきことを日本語の行で返す（なければ空）。
+    command: 古いときに見せるコマンド（ch6.runtime がこのマシンに合う extra を選んだもの）。"""
     got = version_tuple(version)
     if got < version_tuple(MIN_JAX):
-        return [
-            f"⚠️ JAX {version} は古すぎます（この講座は JAX {MIN_JAX} 以上で動作を確かめています）。"
-            "jax.shard_map・jax.smap・Explicit モードのメッシュを使うセルとチェックがエラーになります。"
-            f"次のコマンドで更新し、ランタイム（カーネル）を再起動してください: {INSTALL_HINT}"
-        ]
+        return [runtime.too_old_line(version, MIN_JAX, command)]
     if got > version_tuple(TESTED_JAX):
         return [
             f"ℹ️ JAX {version} は、この講座が出力を確かめた JAX {TESTED_JAX} より新しい版です。"
@@ -56,22 +42,27 @@ def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
 
     1. JAX を読み込む前に ``JAX_NUM_CPU_DEVICES`` を（未設定なら）決める。JAX はこの変数を
        ``import jax`` のときに一度だけ読むので、読み込んだ後に変えても効きません。
-    2. NumPy の表示桁数と、jaxpr を色なしで表示する設定をする（保存した出力に色コードを残さない）。
-    3. JAX の版を確かめ、対応範囲の外なら日本語で知らせる。
-    4. バックエンドとデバイスの一覧を表示する。
+    2. JAX を読み込む前に、実行環境（Colab・Kaggle・手元、TPU・GPU・CPU）と入っている JAX の版を調べる
+       （:mod:`ch6.runtime`）。Colab と Kaggle では、``MIN_JAX`` より古ければ合う版（jax[tpu]・jax[cuda12] など）を
+       ここで入れます。手元のマシンでは入れずに、合うコマンドを表示します。
+    3. NumPy の表示桁数と、jaxpr を色なしで表示する設定をする（保存した出力に色コードを残さない）。
+    4. JAX の版を確かめ、対応範囲の外なら日本語で知らせる。
+    5. バックエンドとデバイスの一覧を表示する。
     """
     late = _jax_already_imported()
     if cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("JAX_NUM_CPU_DEVICES", str(default_devices))
+    ready = runtime.prepare(MIN_JAX, cpu_only=os.environ.get("JAX_PLATFORMS", "").strip() == "cpu")
 
     import jax
     import numpy as np
 
     np.set_printoptions(precision=4, suppress=True)
     jax.config.update("jax_pprint_use_color", False)
-    for line in version_notes(jax.__version__):
-        print(line)
+    for line in version_notes(jax.__version__, ready.command):
+        if ready.reason == "ok" or not line.startswith("⚠️"):  # 古い版のことは runtime.prepare が表示済み
+            print(line)
     n = show_devices()
     wanted = os.environ.get("JAX_NUM_CPU_DEVICES", "")
     if late and cpu and jax.default_backend() != "cpu":
