@@ -13,6 +13,7 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
 - :func:`roofline`・:func:`step_times`・:func:`memory_bars`・:func:`decision`: 費用とメモリ（6.7 節、cost.py）
 - :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: 系列並列と専門家並列（6.8b 節、sequence.py）
+- :func:`pipeline_schedule`・:func:`bubble_fractions`: パイプラインのスケジュール表とバブルの割合（6.8a 節、pipeline.py）
 - :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
 """
 from __future__ import annotations
