@@ -173,6 +173,20 @@ def ring_only_own(block):
     return jnp.tile(block, (1, n))
 
 
+def ring_one_round_too_many(block):
+    # n 回送る（最後の 1 回は自分のブロックが戻ってくるだけ）: 値は同じでも通信が 1 回多い
+    n = lax.axis_size("x")
+    me = lax.axis_index("x")
+    right = [(i, (i + 1) % n) for i in range(n)]
+    c = block.shape[1]
+    out = lax.dynamic_update_slice_in_dim(jnp.zeros((block.shape[0], n * c), block.dtype), block, me * c, axis=1)
+    cur = block
+    for k in range(1, n + 1):
+        cur = lax.ppermute(cur, "x", right)
+        out = lax.dynamic_update_slice_in_dim(out, cur, ((me - k) % n) * c, axis=1)
+    return out
+
+
 def ring_crash(block):
     return lax.ppermute(block, "x", [(0, 1), (0, 2)])
 
@@ -194,6 +208,7 @@ def test_ring_wrong_multi():
     assert_fail(run("6.3b-2", ring_untiled), "tiled=False", "axis=1")
     assert_fail(run("6.3b-2", ring_only_own), "値が違います")
     assert_fail(run("6.3b-2", ring_crash), "エラー", status="error")
+    assert_fail(run("6.3b-2", ring_one_round_too_many), f"ppermute を {N} 回", f"{N - 1} 回", "range(1, n)")
 
 
 # 6.3b-3 megatron_mlp ------------------------------------------------------------------
@@ -333,6 +348,13 @@ def softmax_crash(block):
     return jnp.exp(block) / jnp.ones(7)
 
 
+def softmax_max_of_all_rows(block):
+    # 最大値をすべての行をまとめて取る（行ごとでない）: 数式の上では同じでも、低い行の exp が 0 になる
+    m = lax.pmax(jnp.max(block, keepdims=True), "x")
+    e = jnp.exp(block - m)
+    return e / lax.psum(jnp.sum(e, axis=1, keepdims=True), "x")
+
+
 def test_softmax_right():
     assert_pass(run("6.3b-4", sharded_softmax))
     assert_pass(run("6.3b-4", sharded_softmax_lse))
@@ -343,6 +365,7 @@ def test_softmax_wrong():
     assert_fail(run("6.3b-4", softmax_gather), "all_gather")
     assert_fail(run("6.3b-4", softmax_row_loop), "ループ")
     assert_fail(run("6.3b-4", softmax_crash), "エラー", status="error")
+    assert_fail(run("6.3b-4", softmax_max_of_all_rows), "行ごとに高さの違う", "NaN", "axis=1")
     assert_fail(run("6.3b-4", not_done), status="not_done")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
+from ..clipping import clipped_mean, clipping_mistakes, sample_norms
 from .common import expect_tree, guard, exercise_rng, shape_of, Spy, tree_close, expect_used
 
 
@@ -39,23 +40,6 @@ def _per_example_grads(loss_fn, params, xs, ys):
     return jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
 
 
-def _leaves_flat(tree):
-    import jax
-
-    return np.concatenate([np.reshape(v, (v.shape[0], -1)) for v in jax.tree.leaves(tree)], axis=1)
-
-
-def _clip_mean(per, max_norm, per_leaf=False):
-    import jax
-
-    if per_leaf:
-        return jax.tree.map(lambda g: (g * np.minimum(1.0, max_norm / np.sqrt((g.reshape(len(g), -1) ** 2).sum(1)))
-                                       .reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
-    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
-    scale = np.minimum(1.0, max_norm / norms)
-    return jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
-
-
 @exercise("6.1-4", "clipped_mean_grad")
 def check_clipped_mean_grad(fn):
     rng = exercise_rng(4)
@@ -67,7 +51,7 @@ def check_clipped_mean_grad(fn):
 
     xs, ys = data(b)
     per = _per_example_grads(_loss_4(Spy(), d), params, xs, ys)
-    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
+    norms = sample_norms(per)
     # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
     # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
     max_norm = float(np.round(np.median(norms), 2))
@@ -75,23 +59,23 @@ def check_clipped_mean_grad(fn):
     spy = Spy()
     got = call(fn, _loss_4(spy, d), params, xs, ys, max_norm)
     expect_used("loss_fn", spy)
-    want = _clip_mean(per, max_norm)
+    want = clipped_mean(per, max_norm)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
     if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
         raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。サンプルごとに切り詰めた勾配を、最後にサンプルについて平均します。")
     got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
-    want_small = _clip_mean(per, small)
+    want_small = clipped_mean(per, small)
     if not (tree_close(got, want) and tree_close(got_small, want_small)):
-        mistakes = [
-            (lambda c: _clip_mean(per, np.inf), "切り詰めていません: ノルムが max_norm を超えるサンプルは、勾配に max_norm / ノルム を掛けて縮めます。"),
-            (lambda c: _clip_one(per, c), "平均してから切り詰めています。切り詰めはサンプルごと（平均する前）に行います。"),
-            (lambda c: _clip_mean(per, c, per_leaf=True),
-             "葉ごとに別々のノルムで切り詰めています。ノルムは全部の葉をまとめた 1 本のベクトルのノルムです。"),
-            (lambda c: _scale_all(per, c), "ノルムが max_norm より小さいサンプルまで大きくしています: 掛ける値は min(1, max_norm / ノルム) です。"),
-            (lambda c: _tree_scale(_clip_mean(per, c), b), "サンプルについて平均ではなく合計しています。"),
-        ]
-        for alt, msg in mistakes:
-            if tree_close(got, alt(max_norm)) and tree_close(got_small, alt(small)):
+        mistakes = {
+            "no_clip": "切り詰めていません: ノルムが max_norm を超えるサンプルは、勾配に max_norm / ノルム を掛けて縮めます。",
+            "clip_after_mean": "平均してから切り詰めています。切り詰めはサンプルごと（平均する前）に行います。",
+            "per_leaf": "葉ごとに別々のノルムで切り詰めています。ノルムは全部の葉をまとめた 1 本のベクトルのノルムです。",
+            "scale_all": "ノルムが max_norm より小さいサンプルまで大きくしています: 掛ける値は min(1, max_norm / ノルム) です。",
+            "sum": "サンプルについて平均ではなく合計しています。",
+        }
+        alt, alt_small = clipping_mistakes(per, max_norm), clipping_mistakes(per, small)
+        for key, msg in mistakes.items():
+            if tree_close(got, alt[key]) and tree_close(got_small, alt_small[key]):
                 raise Fail(msg)
     expect_tree(got, want, "clipped_mean_grad の結果",
                  hint="g_i = grad(loss_fn)(params, x_i, y_i) を min(1, max_norm / ||g_i||) 倍して、i について平均します。")
@@ -110,25 +94,3 @@ def _leaves_or_empty(tree) -> list:
         return jax.tree.leaves(tree)
     except Exception:
         return []
-
-
-def _clip_one(per, max_norm):
-    import jax
-
-    mean = jax.tree.map(lambda g: g.mean(0), per)
-    norm = np.sqrt(sum(float((v ** 2).sum()) for v in jax.tree.leaves(mean)))
-    return jax.tree.map(lambda g: g * min(1.0, max_norm / norm), mean)
-
-
-def _scale_all(per, max_norm):
-    import jax
-
-    norms = np.sqrt((_leaves_flat(per) ** 2).sum(1))
-    scale = max_norm / norms
-    return jax.tree.map(lambda g: (g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).mean(0), per)
-
-
-def _tree_scale(tree, k):
-    import jax
-
-    return jax.tree.map(lambda g: g * k, tree)

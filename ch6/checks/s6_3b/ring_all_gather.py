@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices, traced_eqns
 from ...show import collectives_line
-from .common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put,
+from .common import (LOOPS, ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put,
                       exercise_rng, run_learner, wrap)
 
 
@@ -54,6 +54,12 @@ def check_ring_all_gather(fn):
                    "リング all-gather は隣への送受信 (ppermute) だけで作ります。")
     if n > 1 and not prims & PERMUTE:
         raise Fail("jaxpr に ppermute が見つかりません。lax.ppermute(block, 'x', perm) で隣のデバイスへ送ります。")
+    sends = [e.primitive.name for e in traced_eqns(g, xs)]
+    rounds = sum(name in PERMUTE for name in sends)
+    if n > 1 and not set(sends) & LOOPS and rounds > n - 1:
+        raise Fail(f"ppermute を {rounds} 回使っています。{n} デバイスのリングでは、隣から受け取る手順を {n - 1} 回"
+                   "（n - 1 回）繰り返せば全ブロックがそろいます。それより後の送受信は、持っているブロックがまた届くだけの"
+                   "余分な通信です（range(1, n) で回しましょう）。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
         raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立てましょう。")

@@ -31,6 +31,12 @@ def _wide_rows(rng, n, rows, f):
     return f32(x)
 
 
+def _offset_rows(rng, n, rows, f):
+    """行ごとに高さの違う入力: 行 r の値は -150 から 150 まで等間隔の高さのまわりに散らばる。
+    行ごとの最大値を引けばどの行も exp(0) = 1 を含むが、全体の最大値を引くと低い行の exp は float32 で 0 になる。"""
+    return np.linspace(-150.0, 150.0, rows)[:, None] + 2.0 * rng.normal(size=(rows, n * f))
+
+
 @exercise("6.3b-4", "sharded_softmax")
 def check_sharded_softmax(fn):
     from jax.sharding import PartitionSpec as P
@@ -71,6 +77,17 @@ def check_sharded_softmax(fn):
                    "m は lax.pmax(…, 'x') で作りましょう。")
     expect_close(gw, _softmax(xw), "値の幅が広い隠し入力での結果", rtol=1e-4, atol=1e-6,
                  hint="m は行全体の最大値（lax.pmax）にします。")
+
+    # 行ごとに高さの違う入力: すべての行をまとめた最大値を引くと、低い行の exp が 0 になって 0 / 0 になる
+    xo = f32(_offset_rows(exercise_rng(34), n, rows, f))
+    go = np.asarray(run_learner(g, put(mesh, xo, P(None, AXIS))), np.float64)
+    if not np.all(np.isfinite(go)) or not close_enough(go, _softmax(xo)):
+        if not np.all(np.isfinite(go)):
+            raise Fail("行ごとに高さの違う隠し入力（行の値が -150 前後から 150 前後まで）で NaN か inf が出ました。"
+                       "すべての行をまとめた最大値を引くと、低い行では exp がどれも 0 になり 0 / 0 です。"
+                       "最大値は行ごとに取ります（jnp.max(block, axis=1, keepdims=True) を lax.pmax）。")
+        expect_close(go, _softmax(xo), "行ごとに高さの違う隠し入力での結果", rtol=1e-4, atol=1e-6,
+                     hint="最大値は行ごとに（axis=1）取り、lax.pmax で全デバイスにそろえます。")
 
     prims = jaxpr_primitives(g, xs)
     if prims & GATHER:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, expect_no_batch_loop, f32
+from ..clipping import clipped_mean, clipping_mistakes, sample_norms
 from .common import matches, exercise_rng, shape_of
 
 
@@ -30,26 +31,6 @@ def _grads2_np(params, xs, ys):
     return {"enc": {"W": dz[:, :, None] * xs[:, None, :], "b": dz}, "out": 2 * r * t}
 
 
-def _tmap(f, *trees):
-    import jax
-
-    return jax.tree.map(f, *trees)
-
-
-def _tree_norms(g):
-    import jax
-
-    return np.sqrt(sum((v.reshape(len(v), -1) ** 2).sum(1) for v in jax.tree.leaves(g)))
-
-
-def _scale(g, s):
-    return _tmap(lambda v: v * s.reshape((-1,) + (1,) * (v.ndim - 1)), g)
-
-
-def _mean(g):
-    return _tmap(lambda v: v.mean(0), g)
-
-
 @exercise("6.4-2", "clipped_mean_grad")
 def check_clipped_mean_grad(fn):
     import jax
@@ -64,9 +45,9 @@ def check_clipped_mean_grad(fn):
 
     data = batch(b)
     g = _grads2_np(params, data["x"], data["y"])
-    norms = _tree_norms(g)
+    norms = sample_norms(g)
     max_norm = float(np.median(norms))  # 半分ほどのサンプルがクリップされる
-    want = _mean(_scale(g, np.minimum(1.0, max_norm / norms)))
+    want = clipped_mean(g, max_norm)
     got = call(fn, _loss2, params, data, max_norm)
 
     structure = jax.tree.structure(params)
@@ -85,20 +66,17 @@ def check_clipped_mean_grad(fn):
         return all(matches(a, c, rtol=1e-3, atol=1e-5) for a, c in zip(jax.tree.leaves(got), jax.tree.leaves(cand)))
 
     if not same(want):
-        mean_g = _mean(g)
-        mean_norm = float(np.sqrt(sum((v ** 2).sum() for v in jax.tree.leaves(mean_g))))
-        per_leaf = _mean(_tmap(lambda v: v * np.minimum(1.0, max_norm / np.sqrt((v.reshape(b, -1) ** 2).sum(1))).reshape(
-            (-1,) + (1,) * (v.ndim - 1)), g))
-        if same(mean_g):
+        mistakes = clipping_mistakes(g, max_norm)
+        if same(mistakes["no_clip"]):
             raise Fail("サンプルごとにクリップされていません（クリップなしの平均勾配と同じ値です）。平均の前に、"
                        "サンプルごとの全体ノルム ‖g_i‖ を求めて min(1, max_norm/‖g_i‖) を掛けましょう。")
-        if same(_tmap(lambda v: v * min(1.0, max_norm / mean_norm), mean_g)):
+        if same(mistakes["clip_after_mean"]):
             raise Fail("平均をとってからクリップしています。DP-SGD では平均の前に、サンプルごとにクリップします。")
-        if same(_tmap(lambda v: v * b, want)):
+        if same(mistakes["sum"]):
             raise Fail(f"値が期待のちょうど {b} 倍（バッチサイズ倍）です: 合計になっています。バッチ軸で平均しましょう。")
-        if same(per_leaf):
+        if same(mistakes["per_leaf"]):
             raise Fail("葉ごとに別々のノルムでクリップしています。ノルムは 1 サンプルの勾配全体（すべての葉をまとめた）で 1 つです。")
-        if same(_mean(_scale(g, max_norm / norms))):
+        if same(mistakes["scale_all"]):
             raise Fail("すべてのサンプルをノルム max_norm にそろえています。小さい勾配は縮めも伸ばしもせず、"
                        "倍率は min(1, max_norm/‖g_i‖) です。")
         for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(want)):
