@@ -16,7 +16,7 @@ MIN_VENV := .venv-min
 DEVICE_COUNTS ?= 1 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: lab test test-devices test-isa test-min test-wheel ci exercises outputs bench clean
+.PHONY: lab test test-devices test-isa test-min test-wheel ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -32,6 +32,25 @@ lab: $(STAMP)
 # 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
+
+# 内側のループ: ノートブックを実行しない速い単体テストだけ（2 コアで 1 分以内）と lint
+quick: $(STAMP)
+	$(BIN)/ruff check --quiet .
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" tests
+
+# ruff（pyproject.toml の設定）: パッケージ、ツール、テスト、ノートブックのコード
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# .md（MyST）と .ipynb を揃え、ソースが変わったノートブックを実行し直す（tools/twins.py）
+sync: $(STAMP)
+	$(BIN)/python tools/twins.py
+
+# 1 冊の手順: make notebook NB=6_2_pmap（揃える・実行・演習と採点データ）、
+# make exercise NB=6_2_pmap（それに用語・ミューテーション・その節のチェックのテスト 1/2/3/8 デバイス）
+notebook exercise: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make $@ NB=6_2_pmap"; exit 2; }
+	$(BIN)/python tools/recipe.py $@ $(NB)
 
 # 奇数を含むデバイス数で: 全ノートブックが最後まで動くこと（出力は比べない）と、チェックの単体テスト
 test-devices: $(STAMP)

@@ -14,7 +14,18 @@ def pytest_addoption(parser):
                      help="number of simulated CPU devices for kernels and tests (default 8)")
 
 
+# make quick が飛ばす遅いテスト（カーネルや複数プロセスを起動する・全変異体を実行する）のモジュール
+SLOW_MODULES = ("test_grade", "test_multihost", "test_mutation")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts kernels or processes, or runs every mutant (make quick skips it)")
     devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"

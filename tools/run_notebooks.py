@@ -6,6 +6,8 @@
     python tools/run_notebooks.py --devices 2          # 模擬デバイス 2 個で実行
 
 exercises/ の出力更新は tools/make_exercises.py が行います（--write は exercises/ を拒否）。
+--write は notebooks/ と solutions/ の MyST の双子（X.md と X.outputs.txt、tools/twins.py）も書き直します。
+.md を編集したときは、先に tools/twins.py（make sync）で .ipynb へ反映してください。
 """
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ch6 import nbrun  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+import twins  # noqa: E402
 
 FOLDERS = ("notebooks", "solutions", "exercises")
 
@@ -46,7 +51,12 @@ def main(argv=None) -> int:
             secs, status, failed = float("nan"), f"FAILED: {type(err).__name__}", failed + 1
         else:
             if args.write:
+                paired = path.resolve().parent.name in twins.PAIRED
+                if paired:  # MyST の双子（.md と .outputs.txt）も書き直す
+                    twins.pair_metadata(nb)
                 nbrun.write(nb, path)
+                if paired:
+                    twins.write_twins(path)
         rel = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
         rows.append((str(rel), secs, status))
         print(f"{str(rel):40s} {secs:7.1f} s  {status}", flush=True)
