@@ -12,7 +12,7 @@ from .exercises import Assignment
 from .identify import disambiguate, identify, learner_name
 from .model import Config, ExerciseResult, Row
 from .outputs import one_line
-from .tamper import structure_notes
+from .tamper import older_version, structure_notes
 
 
 def collect(paths: list[str | Path]) -> list[Path]:
@@ -30,6 +30,36 @@ def collect(paths: list[str | Path]) -> list[Path]:
             seen.add(p.resolve())
             uniq.append(p)
     return uniq
+
+
+def nbgrader_course(folder: Path) -> bool:
+    """nbgrader のコースのフォルダ（submitted/ と、nbgrader_config.py・gradebook.db・source/ のどれか）か。"""
+    return (folder / "submitted").is_dir() and any(
+        (folder / n).exists() for n in ("nbgrader_config.py", "gradebook.db", "source"))
+
+
+def nbgrader_paths(paths: list[str | Path]) -> tuple[list[Path], list[str]]:
+    """nbgrader のコースのフォルダは、その submitted/ に置き換える。返り値は (パス, 採点する人への知らせ)。"""
+    out, said = [], []
+    for p in map(Path, paths):
+        if p.is_dir() and nbgrader_course(p):
+            out.append(p / "submitted")
+            said.append(f"{p} は nbgrader のコースのフォルダです。submitted/ の提出物だけを採点します"
+                        "（source/ は解答、release/ は配布版、autograded/ は同じ提出物を nbgrader が採点した写しです。"
+                        "autograded/ を採点するなら、そのフォルダを渡してください）。")
+        else:
+            out.append(p)
+    return out, said
+
+
+FEEDBACK_ONLY = ("nbgrader の feedback/ にあるのは HTML で、ノートブックではないので採点できません。"
+                 "autograded/ か submitted/ のフォルダを渡してください。")
+
+
+def only_feedback(paths: list[Path]) -> bool:
+    """ノートブックがなく、nbgrader の feedback/ の HTML だけがあるか。"""
+    return any(p.is_dir() and "feedback" in p.absolute().parts + tuple(q.name for q in p.iterdir() if q.is_dir())
+               and any(p.rglob("*.html")) for p in paths)
 
 
 def _all(assignment: Assignment, status: Status, message: str) -> dict[str, ExerciseResult]:
@@ -57,6 +87,9 @@ async def grade_one(path: Path, assignments: dict[str, Assignment], cfg: Config,
             notes = structure_notes(nb, assignment)
             with tempfile.TemporaryDirectory(prefix="ch6-grade-") as cwd:
                 row.exercises, run_notes = await execute_and_check(nb, assignment, cfg, cwd)
+            for i, why in older_version(nb, assignment).items():  # 古い版で違う演習: 関数が見つからないのは当然
+                if getattr(row.exercises.get(i), "status", None) is not Status.PASS:
+                    row.exercises[i] = ExerciseResult(i, assignment.titles.get(i, "?"), Status.NOT_GRADED, why)
             row.notes = run_notes + notes
     except Exception as exc:  # 採点ツール自身の不具合でも、ほかの提出物は採点を続ける
         row.notes.append(f"採点ツール内部のエラー: {type(exc).__name__}: {one_line(exc)}")

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from .. import _core
 from . import exercises, report
-from .batch import collect, grade_all
+from .batch import FEEDBACK_ONLY, collect, grade_all, nbgrader_paths, only_feedback
 from .identify import find
 from .model import Config
 
@@ -108,8 +108,13 @@ def main(argv: list[str] | None = None) -> int:
                            f"{out.parent}")
     if args.reference is not None and not args.reference.is_dir():
         return _refuse(f"--reference {args.reference}: フォルダがありません / not a folder")
-    paths = collect(args.paths)
+    given, said = nbgrader_paths(args.paths)
+    for line in said:
+        print(line, file=sys.stderr)
+    paths = collect(given)
     if not paths:
+        if only_feedback(given):
+            return _refuse(FEEDBACK_ONLY)
         return _refuse("採点するノートブックが見つかりません / no notebooks found")
     for mod, why in load_checks().items():
         print(f"警告: ch6/checks/{mod}.py を読み込めません（{why}）。この節の演習は採点できません。", file=sys.stderr)

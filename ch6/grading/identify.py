@@ -58,8 +58,27 @@ def _by_content(nb, assignments: dict[str, Assignment]) -> Assignment | None:
     return None
 
 
+# nbgrader のコースの中の提出物のフォルダ: <コース>/submitted/<学生>/<課題>/<ノートブック>.ipynb
+NBGRADER_TREES = ("submitted", "autograded")
+
+
+def nbgrader_student(path: Path) -> str | None:
+    """nbgrader の形（submitted/ か autograded/ の下の <学生>/<課題>/、または nbgrader が書く
+    timestamp.txt のある課題のフォルダ）なら学生のフォルダ名。そうでなければ None。"""
+    parts = Path(path).absolute().parts
+    if len(parts) >= 4 and parts[-4] in NBGRADER_TREES:
+        return parts[-3]
+    if len(parts) >= 3 and (Path(path).parent / "timestamp.txt").is_file():
+        return parts[-3]
+    return None
+
+
 def learner_name(path: Path, notebook: str | None) -> str:
-    """ファイル名から学習者名: 演習ノートブック名と区切りを除く。残らなければフォルダ名。"""
+    """学習者名: nbgrader の形なら学生のフォルダ名（いつも）。そうでなければファイル名から、
+    演習ノートブック名と区切りを除いたもの。残らなければフォルダ名。"""
+    student = nbgrader_student(path)
+    if student:
+        return student
     stem = path.stem
     if notebook:
         stem = stem.replace(notebook, " ")
