@@ -28,14 +28,96 @@ REPLACES_CH6 = re.compile(
 
 
 def structure_notes(nb, assignment: Assignment) -> list[str]:
-    """参照と比べた備考: セルの削除・並べ替え、チェック呼び出しの変更、ch6 の差し替え、採点の仕組みへの接触。"""
+    """参照と比べた備考: 古い版の演習ノートブック、セルの削除・並べ替え、チェック呼び出しの変更、
+    ch6 の差し替え、採点の仕組みへの接触。"""
     cells = [describe_cell(c) for c in nb.cells]
-    notes = cell_notes(cells, assignment.cells) if assignment.cells else []
-    changed = changed_calls(nb, assignment)
+    older = older_version(nb, assignment)
+    lacking = [i for i in older if i in lacking_exercises(nb, assignment)]
+    notes = [older_version_note(assignment, older, lacking)] if older else []
+    if assignment.cells:
+        notes += cell_notes(cells, assignment.cells, skip=exercise_cells(assignment, lacking), older=bool(older))
+    changed = [i for i in changed_calls(nb, assignment) if i not in older]
     if changed:
         notes.append(f"チェックの呼び出しが書き換えられたか消されています（{', '.join(changed)}）。"
                      "採点は講座のチェックで行いました。")
     return notes + code_notes(learner_code(nb, cells, assignment.cells))
+
+
+def exercise_blocks(assignment: Assignment) -> dict[str, range]:
+    """演習ごとの参照のセルの範囲: 前の演習のチェックのセルの次から、その演習のチェックのセルまで。"""
+    blocks, start = {}, 0
+    for k, c in enumerate(assignment.cells or []):
+        for key in c.keys:
+            eid = key.removeprefix("check:")
+            if key.startswith("check:") and eid in assignment.ids and eid not in blocks:
+                blocks[eid] = range(start, k + 1)
+                start = k + 1
+    return blocks
+
+
+def exercise_cells(assignment: Assignment, ids: list[str]) -> set[int]:
+    blocks = exercise_blocks(assignment)
+    return {k for i in ids for k in blocks.get(i, ())}
+
+
+def lacking_exercises(nb, assignment: Assignment) -> list[str]:
+    """提出物の版にない演習（古い版の演習ノートブックから解いたとき）の番号。
+
+    その演習の関数の定義もチェックの呼び出しもどこにもなく、参照でその演習の説明から解答のセルまで
+    （前の演習のチェックのセルより後ろの、続いたセル。マークダウンを 1 つ以上含む）がまとめてないとき。
+    解答のセルだけを消した提出物（説明は残っている）は、これに当たりません（削除として備考に書きます）。"""
+    if not assignment.cells:
+        return []
+    sub = [describe_cell(c) for c in nb.cells]
+    keys = {k for c in sub for k in c.keys}
+    _, missing = match_cells(sub, assignment.cells)
+    missing_set, out = set(missing), []
+    for eid, block in exercise_blocks(assignment).items():
+        if f"check:{eid}" in keys or f"def:{assignment.titles.get(eid)}" in keys:
+            continue
+        real = [k for k in block if assignment.cells[k].hash]  # 空のセルは突き合わせない
+        gone = [k for k in real if k in missing_set]
+        if not gone or gone != real[real.index(gone[0]):]:
+            continue
+        if any(assignment.cells[k].type == "markdown" for k in gone):
+            out.append(eid)
+    return out
+
+
+def renamed_exercises(nb, assignment: Assignment) -> dict[str, str]:
+    """古い版で関数が違った演習: {番号: 提出物の関数名}。提出物が ``check(番号, 別の関数)`` を呼び、
+    その関数を定義していて、今の版の関数はどこにも定義していないとき（古い版では別の問題だった）。"""
+    code = [source_of(c) for c in nb.cells if c.get("cell_type") == "code"]
+    defined = {k.removeprefix("def:") for c in nb.cells for k in describe_cell(c).keys if k.startswith("def:")}
+    out = {}
+    for eid, fn, _ in (call for src in code for call in check_calls(src)):
+        want = assignment.titles.get(eid)
+        if want and fn != want and fn in defined and want not in defined and eid not in out:
+            out[eid] = fn
+    return out
+
+
+def older_version(nb, assignment: Assignment) -> dict[str, str]:
+    """古い版の演習ノートブックからの提出物なら、今の版と違う演習: {番号: 採点の結果に書く 1 文}。"""
+    out = {i: LACKING_MESSAGE for i in lacking_exercises(nb, assignment)}
+    for i, fn in renamed_exercises(nb, assignment).items():
+        out[i] = (f"提出物の演習ノートブック（古い版）では、この演習の関数が違います"
+                  f"（提出物は {fn}、今の版は {assignment.titles[i]}）。")
+    return dict(sorted(out.items(), key=lambda kv: assignment.ids.index(kv[0])))
+
+
+def older_version_note(assignment: Assignment, older: dict[str, str], lacking: list[str]) -> str:
+    parts = []
+    if lacking:
+        parts.append("演習 " + "、".join(f"{i}（{assignment.titles.get(i, '?')}）" for i in lacking) + "がありません")
+    changed = [i for i in older if i not in lacking]
+    if changed:
+        parts.append("演習 " + "、".join(changed) + " は今の版と関数が違います")
+    return (f"古い版の演習ノートブックからの提出のようです: {'。'.join(parts)}（⚠️ にしました）。"
+            "今の版を配り直すか、その演習を採点から外してください。")
+
+
+LACKING_MESSAGE = "提出物の演習ノートブック（古い版）には、この演習がありません。"
 
 
 def match_cells(sub: list[Cell], ref: list[Cell]) -> tuple[list[tuple[int, int]], list[int]]:
@@ -81,12 +163,15 @@ def longest_increasing(seq: list[int]) -> set[int]:
     return keep
 
 
-def cell_notes(sub: list[Cell], ref: list[Cell]) -> list[str]:
+def cell_notes(sub: list[Cell], ref: list[Cell], skip: set[int] = frozenset(), older: bool = False) -> list[str]:
+    """skip: 備考に書かない参照のセル（古い版にない演習のセル）。older: 古い版と分かっているとき。"""
     notes = []
     pairs, missing = match_cells(sub, ref)
+    missing = [i for i in missing if i not in skip]
     if missing:
         more = f" ほか {len(missing) - 1} 個" if len(missing) > 1 else ""
-        notes.append(f"演習ノートブックのセルが {len(missing)} 個見つかりません（削除?）: "
+        why = "古い版にはまだなかったセルかもしれません" if older else "削除?"
+        notes.append(f"演習ノートブックのセルが {len(missing)} 個見つかりません（{why}）: "
                      f"{missing[0] + 1} 番目「{ref[missing[0]].snippet}」{more}。")
     keep = longest_increasing([j for _, j in pairs])
     moved = [pairs[k][0] for k in range(len(pairs)) if k not in keep]
