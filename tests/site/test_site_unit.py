@@ -1,0 +1,158 @@
+"""サイトの部品の単体テスト（ブラウザも Sphinx のビルドも使わない。速い）。"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import build_site
+import course_site
+from nbtemplate import colab_url
+
+from tests.site import ROOT
+
+PROTECTED = course_site.protected_words()
+
+
+# ---------------------------------------------------------------- 見出しの id
+
+
+def test_numbered_headings_get_their_number():
+    ids = course_site.heading_ids([
+        (1, "6.3b shard_map：デバイスごとのプログラムと集団通信"),
+        (2, "5. 集団通信を 1 つずつ見る"),
+        (3, "5.1 psum：全員の和を全員に（all-reduce）"),
+        (3, "5.4 psum_scatter：和を取り、担当の部分だけを配る（reduce-scatter）"),
+        (2, "10. まとめ"),
+    ])
+    assert ids == ["", "sec-5", "sec-5-1", "sec-5-4", "sec-10"]
+
+
+def test_unnumbered_headings_use_words_under_their_parent():
+    ids = course_site.heading_ids([
+        (1, "6.2 pmap"),
+        (2, "2. pmap の基本：1 つのデバイスに 1 要素"),
+        (3, "落とし穴：データがデバイスより多い"),
+        (3, "落とし穴：pmean を忘れる"),
+        (3, "落とし穴：データがデバイスより多い"),
+        (3, "のこりの話"),
+        (2, "1 デバイスの学習と同じになるか"),  # 「1 」は節の番号ではない
+        (2, "まとめ"),
+    ])
+    assert ids == [
+        "", "sec-2", "sec-2-pitfall-device", "sec-2-pitfall-pmean", "sec-2-pitfall-device-2", "sec-2-h4",
+        "sec-device", "sec-summary",
+    ]
+
+
+def test_heading_ids_survive_edits_elsewhere():
+    """番号のある見出しの id は、前に見出しが増えても、本文が変わっても同じ。"""
+    before = course_site.heading_ids([(1, "題"), (2, "5. 集団通信"), (3, "5.1 psum：全員の和")])
+    after = course_site.heading_ids([(1, "題"), (2, "まえがき"), (2, "5. 集団通信を見る"), (3, "5.1 psum：和を全員に")])
+    assert before[2] == after[3] == "sec-5-1"
+    assert course_site.heading_ids([(2, "5.1 psum")]) == course_site.heading_ids([(2, "5.1 psum")])
+
+
+def test_the_lesson_heading_5_1_psum_has_a_stable_id():
+    nb = json.loads((ROOT / "notebooks" / "6_3b_shard_map.ipynb").read_text(encoding="utf-8"))
+    text = "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    headings = build_site.markdown_headings(text)
+    ids = dict(zip((t for _, t in headings), course_site.heading_ids(headings)))
+    psum = next(t for t in ids if t.startswith("5.1 psum"))
+    assert ids[psum] == "sec-5-1"
+
+
+def test_markdown_headings_skip_code_blocks():
+    text = "# 題\n\n```bash\n# コメント\n```\n\n## 先生方へ：配布\n"
+    assert build_site.markdown_headings(text) == [(1, "題"), (2, "先生方へ：配布")]
+
+
+# ---------------------------------------------------------------- 検索の語
+
+
+def test_query_keeps_course_words_whole():
+    q = course_site.query_terms
+    assert q("集団通信", PROTECTED) == ["集団通信"]
+    assert q("シャーディング", PROTECTED) == ["シャーディング"]
+    assert q("shard_map", PROTECTED) == ["shard_map"]
+    assert q("psum_scatter", PROTECTED) == ["psum_scatter"]
+    assert q("all-gather", PROTECTED) == ["all-gather"]
+    assert q("落とし穴", PROTECTED) == ["落とし穴"]
+    assert q("集団通信の前後", PROTECTED) == ["集団通信", "前後"]
+    assert q("jax.lax.psum_scatter(x, 'i')", PROTECTED) == ["jax.lax.psum_scatter", "x", "i"]
+    assert q("All-Gather", PROTECTED) == ["all-gather"]
+    assert q("まとめ", PROTECTED) == ["まとめ"]  # ひらがなだけなら、そのまま
+
+
+def test_every_glossary_word_is_one_query_term():
+    for word in course_site.glossary_words():
+        assert course_site.query_terms(word, PROTECTED) == [word.lower()], word
+
+
+def test_index_has_whole_words_and_pieces():
+    lang = course_site.CourseJapanese({})
+    words = set(lang.split("lax.psum_scatter で集団通信を行い、all-gather でシャーディングを解きます"))
+    assert {"lax.psum_scatter", "psum_scatter", "集団通信", "all-gather", "シャーディング"} <= words
+    assert {"通信", "集団"} <= words  # 一部だけを検索しても見つかる
+    assert "__COURSE_WORDS__" not in lang.js_splitter_code
+    assert "集団通信" in lang.js_splitter_code
+
+
+# ---------------------------------------------------------------- 作業フォルダ
+
+
+def test_course_order():
+    names = ["6_10_x.ipynb", "6_8b_b.ipynb", "6_3a_a.ipynb", "6_1_vmap.ipynb", "6_8a_a.ipynb", "6_3c_c.ipynb",
+             "6_7_cost.ipynb", "6_3b_b.ipynb"]
+    ordered = sorted((Path(n) for n in names), key=build_site.course_key)
+    assert [p.name for p in ordered] == ["6_1_vmap.ipynb", "6_3a_a.ipynb", "6_3b_b.ipynb", "6_3c_c.ipynb",
+                                         "6_7_cost.ipynb", "6_8a_a.ipynb", "6_8b_b.ipynb", "6_10_x.ipynb"]
+
+
+def test_rewrite_links():
+    pages = build_site.site_pages()
+    fix = build_site.rewrite_links
+    assert fix("[用語集](GLOSSARY.md)", "README.md", pages) == "[用語集](glossary.md)"
+    assert fix("[6.1](notebooks/6_1_vmap.ipynb)", "README.md", pages) == "[6.1](notebooks/6_1_vmap.ipynb)"
+    repo = build_site.repo_url()
+    assert fix("[書き方](CONTRIBUTING.md)", "README.md", pages) == f"[書き方]({repo}/blob/main/CONTRIBUTING.md)"
+    assert fix("[演習](../exercises/6_5_summary.ipynb)", "notebooks/6_5_summary.ipynb", pages) == \
+        f"[演習]({repo}/blob/main/exercises/6_5_summary.ipynb)"
+    assert fix("[先頭](../README.md#x)", "notebooks/6_1_vmap.ipynb", pages) == "[先頭](../index.md#x)"
+    assert fix("[外](https://jax.dev/)", "README.md", pages) == "[外](https://jax.dev/)"
+
+
+def test_stage_takes_only_the_notebooks_with_outputs(tmp_path):
+    staged = build_site.stage(tmp_path)
+    lessons = build_site.lessons()
+    assert lessons, "notebooks/*.ipynb がありません"
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == sorted(p.name for p in lessons)
+    md_pages = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.md"))
+    assert md_pages == ["glossary.md", "index.md", "teachers.md"], "MyST の双子（notebooks/X.md）を写してはいけない"
+    assert set(staged) >= {"index.md", "glossary.md", "teachers.md"}
+    # 目次は講座の順
+    index = (tmp_path / "index.md").read_text(encoding="utf-8")
+    positions = [index.index(f"notebooks/{p.stem}\n") for p in lessons]
+    assert positions == sorted(positions)
+    # ダウンロード用はもとのノートブックそのもの
+    for lesson in lessons:
+        assert (tmp_path / "_files" / "notebooks" / lesson.name).read_bytes() == lesson.read_bytes()
+
+
+def test_staged_pages_have_local_badges_and_lesson_links(tmp_path):
+    build_site.stage(tmp_path)
+    for path in [tmp_path / "index.md", *sorted((tmp_path / "notebooks").glob("*.ipynb"))]:
+        assert "colab.research.google.com/assets/colab-badge.svg" not in path.read_text(encoding="utf-8"), path.name
+    for lesson in build_site.lessons():
+        nb = json.loads((tmp_path / "notebooks" / lesson.name).read_text(encoding="utf-8"))
+        first = next(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+        assert colab_url(f"notebooks/{lesson.name}") in first
+        assert f"</_files/notebooks/{lesson.name}>" in first
+        if (ROOT / "exercises" / lesson.name).exists():
+            assert colab_url(f"exercises/{lesson.name}") in first
+            assert f"</_files/exercises/{lesson.name}>" in first
+        # 出力はそのまま（何も実行しない）
+        original = json.loads(lesson.read_text(encoding="utf-8"))
+        assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in original["cells"]]
+    teachers = (tmp_path / "teachers.md").read_text(encoding="utf-8")
+    assert "{readme-teachers}" not in teachers and "<!-- exercises-table -->" not in teachers
+    assert "index.html#sec-teachers" in teachers
