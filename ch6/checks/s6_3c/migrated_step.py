@@ -10,15 +10,18 @@ from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
 # 6.3c-1 ------------------------------------------------------------------------------
 
 HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの LR_LOGISTIC とは違う）
+# 採点で渡す損失には L2 正則化が付く（ノートブックの logistic_loss とは違う）。引数 loss_fn を使わず
+# ノートブックの損失を直接呼ぶ答えは、この項の分だけ更新がずれるので見分けられる
+HIDDEN_L2 = 0.4
 
 
-def _logistic_np(params, x, y, lr, scale=1.0):
-    """全データでのロジスティック回帰の 1 ステップ（NumPy）。scale は勾配の倍率（誤答の見分け用）。"""
+def _logistic_np(params, x, y, lr, scale=1.0, l2=HIDDEN_L2):
+    """全データでのロジスティック回帰（L2 つき）の 1 ステップ（NumPy）。scale は勾配の倍率（誤答の見分け用）。"""
     w, b = np.asarray(params["w"], np.float64), float(params["b"])
     z = x @ w + b
-    loss = float(np.mean(np.logaddexp(0.0, z) - y * z))
+    loss = float(np.mean(np.logaddexp(0.0, z) - y * z) + l2 * np.sum(w * w))
     r = 1 / (1 + np.exp(-z)) - y
-    gw, gb = x.T @ r / len(y), r.mean()
+    gw, gb = x.T @ r / len(y) + 2 * l2 * w, r.mean()
     return {"w": w - lr * scale * gw, "b": b - lr * scale * gb}, loss
 
 
@@ -48,6 +51,10 @@ def _check_step_output(out, p0, x, y, n, d, what):
         raise Fail(f"loss の形が {tuple(shape) if shape is not None else type(loss).__name__} です。"
                    "全デバイスで平均した損失をスカラー（形 ()）で返します（lax.pmean と out_specs=P()）。")
     want, want_loss = _logistic_np(p0, x, y, HIDDEN_LR)
+    plain, plain_loss = _logistic_np(p0, x, y, HIDDEN_LR, l2=0.0)
+    if is_close(loss, plain_loss) or is_close(w, plain["w"]):
+        raise Fail("ステップが引数 loss_fn を使っていません: 採点で渡した損失（L2 正則化つき）ではなく、"
+                   "ノートブックの logistic_loss と同じ値になりました。body の中では引数の loss_fn を呼びます。")
     expect_close(loss, want_loss, f"{what}の loss（更新前の全データの平均損失）",
                  hint="各デバイスの損失を lax.pmean で全デバイスの平均にします。")
     if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
@@ -73,10 +80,10 @@ def check_migrated_step(fn):
     traces = [0]
 
     def loss_fn(params, x, y):
-        # 採点で渡す損失（ロジットから計算する 2 値交差エントロピー）。呼ばれた回数＝トレースの回数
+        # 採点で渡す損失（2 値交差エントロピー + L2 正則化）。呼ばれた回数＝トレースの回数
         traces[0] += 1
         z = x @ params["w"] + params["b"]
-        return jnp.mean(jnp.logaddexp(0.0, z) - y * z)
+        return jnp.mean(jnp.logaddexp(0.0, z) - y * z) + HIDDEN_L2 * jnp.sum(params["w"] ** 2)
 
     step = call(fn, mesh, loss_fn, HIDDEN_LR)
     if not callable(step):
@@ -85,6 +92,9 @@ def check_migrated_step(fn):
     p0, x, y, placed = _step_data(rng, mesh, n, per, d)
     _check_step_output(call(step, *placed), p0, x, y, n, d, "1 回目")
     first = traces[0]
+    if first == 0:
+        raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。body の中で、ノートブックの損失ではなく"
+                   "引数の loss_fn を呼びます（そうしないと、採点で渡した損失も、トレースの回数も反映されません）。")
     p1, x1, y1, placed1 = _step_data(rng, mesh, n, per, d)  # 同じ形、違う値
     _check_step_output(call(step, *placed1), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
     again = traces[0] - first
