@@ -1,0 +1,111 @@
+"""6.8a-1 circular_tick: 正しい 1 ティックは通り、ppermute の組の誤りと値の誤りはそれぞれの言葉で落ちる。
+向きの誤りは 3 デバイス以上、戻す組の欠けは 2 デバイス以上でしか見分けられない（1 デバイスでは同じ計算）。"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from ch6 import Status
+from ch6.checks.s6_8a.circular_pipeline import final_outputs, reference
+from tests.checkhelp import boom, expect, not_done
+
+N = jax.device_count()
+
+
+def make_tick(perm_of=lambda n: [(i, (i + 1) % n) for i in range(n)], round_of=None, fresh_always=False,
+              swap=False, first_weight=False):
+    def tick(w, state, x_fresh, t, axis_name):
+        n = lax.axis_size(axis_name)
+        d = lax.axis_index(axis_name)
+        k = t - d if round_of is None else round_of(t, d)
+        v = jnp.clip(k // n, 0, w.shape[0] - 1)
+        take = (d == 0) if fresh_always else (d == 0) & (t < n)
+        x_in = jnp.where(take, x_fresh, state)
+        y = jnp.tanh(x_in @ (w[0] if first_weight else w[v]))
+        new = lax.ppermute(y, axis_name, perm_of(n))
+        return (y, new) if swap else (new, y)
+    return tick
+
+
+def with_select(w, state, x_fresh, t, axis_name):  # 別の正しい書き方: lax.select と lax.dynamic_index_in_dim
+    n = lax.axis_size(axis_name)
+    d = lax.axis_index(axis_name)
+    v = jnp.clip((t - d) // n, 0, w.shape[0] - 1)
+    x_in = lax.select(jnp.broadcast_to((d == 0) & (t < n), state.shape), x_fresh, state)
+    y = jnp.tanh(x_in @ lax.dynamic_index_in_dim(w, v, keepdims=False))
+    return [lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y]
+
+
+def hardcoded_axis(w, state, x_fresh, t, axis_name):
+    return make_tick()(w, state, x_fresh, t, "stage")
+
+
+def test_reference_simulator_is_the_unsplit_model():
+    rng = np.random.default_rng(0)
+    n, v, mb, width = 3, 2, 2, 4
+    w = rng.normal(size=(n, v, width, width)) / 2
+    xs = rng.normal(size=(n, mb, width))
+    want = xs
+    for j in range(v * n):  # 層 j = v·S + d はデバイス d の w[d, v]
+        want = np.tanh(want @ w[j % n, j // n])
+    assert np.allclose(final_outputs(reference(w, xs), v), want)
+
+
+def test_reference_and_other_correct_answers_pass():
+    expect("6.8a-1", make_tick(), Status.PASS, "ppermute の組")
+    expect("6.8a-1", with_select, Status.PASS)
+
+
+@pytest.mark.skipif(N < 3, reason="2 デバイス以下では向きが同じ組になる")
+def test_wrong_direction_is_named():
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)]), Status.FAIL, "向きが逆")
+
+
+@pytest.mark.skipif(N < 2, reason="1 デバイスでは戻す組しかない")
+def test_missing_wrap_around_is_named():
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
+           "最初へ戻す組がありません")
+
+
+@pytest.mark.skipif(N < 3, reason="2 デバイス以下では 2 つ先が自分か 1 つ先と同じ")
+def test_two_hops_and_other_perms_are_named():
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i + 2) % n) for i in range(n)]), Status.FAIL, "2 つ先")
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL, "組が違います")
+
+
+def test_no_ppermute_is_named():
+    def no_send(w, state, x_fresh, t, axis_name):  # 送らずに自分の出力を次の state にする
+        d = lax.axis_index(axis_name)
+        x_in = jnp.where((d == 0) & (t < lax.axis_size(axis_name)), x_fresh, state)
+        y = jnp.tanh(x_in @ w[0])
+        return y, y
+    expect("6.8a-1", no_send, Status.FAIL, "ppermute が見つかりません")
+
+
+@pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t と t − d が同じ")
+def test_global_round_is_named():
+    expect("6.8a-1", make_tick(round_of=lambda t, d: t), Status.FAIL, "(t − d) // S")
+
+
+def test_fresh_input_every_tick_is_named():
+    expect("6.8a-1", make_tick(fresh_always=True), Status.FAIL, "いつも新しいマイクロバッチ")
+
+
+def test_first_weight_every_round_is_named():
+    expect("6.8a-1", make_tick(first_weight=True), Status.FAIL, "w[0]")
+
+
+def test_swapped_return_fails():
+    expect("6.8a-1", make_tick(swap=True), Status.FAIL, "(次の state, y)")
+
+
+def test_wrong_structure_and_hardcoded_axis():
+    expect("6.8a-1", lambda w, s, x, t, a: make_tick()(w, s, x, t, a)[0], Status.FAIL, "2 つ組")
+    expect("6.8a-1", lambda w, s, x, t, a: (make_tick()(w, s, x, t, a)[0], x[None]), Status.FAIL, "形")
+    expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name")
+
+
+def test_not_done_and_learner_error():
+    expect("6.8a-1", not_done, Status.NOT_DONE)
+    expect("6.8a-1", boom, Status.ERROR, "ZeroDivisionError")

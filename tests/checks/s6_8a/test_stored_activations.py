@@ -1,0 +1,114 @@
+"""6.8a-2 peak_activations: 正しい数え方は通り、自然な誤りはそれぞれの言葉で落ちる。"""
+import numpy as np
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+
+def reference(schedule):
+    peaks = []
+    for row in schedule:
+        live = best = 0
+        for entry in row:
+            if entry.startswith("F"):
+                live += 1
+                best = max(best, live)
+            elif entry.startswith("B"):
+                live -= 1
+        peaks.append(best)
+    return peaks
+
+
+def with_numpy(schedule):
+    kind = np.array([[{"F": 1, "B": -1}.get(e[:1], 0) for e in row] for row in schedule])
+    return np.cumsum(kind, axis=1).max(axis=1)  # F のティックで最大になるので、B の位置は関係しない
+
+
+def with_sets(schedule):
+    out = []
+    for row in schedule:
+        live, best = set(), 0
+        for e in row:
+            if e[:1] == "F":
+                live.add(int(e[1:]))
+                best = max(best, len(live))
+            elif e[:1] == "B":
+                live.discard(int(e[1:]))
+        out.append(best)
+    return tuple(out)
+
+
+def counts_forwards(schedule):
+    return [sum(e.startswith("F") for e in row) for row in schedule]
+
+
+def global_max(schedule):
+    p = reference(schedule)
+    return [max(p)] * len(p)
+
+
+def scalar(schedule):
+    return max(reference(schedule))
+
+
+def final_count(schedule):
+    return [sum(e.startswith("F") for e in row) - sum(e.startswith("B") for e in row) for row in schedule]
+
+
+def busy_cells(schedule):
+    return [sum(bool(e) for e in row) for row in schedule]
+
+
+def one_less(schedule):
+    return [p - 1 for p in reference(schedule)]
+
+
+def one_digit(schedule):  # 番号を 1 文字だけ読む（"F10" を 1 と読む）: 集合で数えると落ちる
+    out = []
+    for row in schedule:
+        live, best = set(), 0
+        for e in row:
+            if e[:1] == "F":
+                live.add(e[1])
+                best = max(best, len(live))
+            elif e[:1] == "B":
+                live.discard(e[1])
+        out.append(best)
+    return out
+
+
+def test_reference_numpy_and_sets_pass():
+    expect("6.8a-2", reference, Status.PASS, "1F1B")
+    expect("6.8a-2", with_numpy, Status.PASS)
+    expect("6.8a-2", with_sets, Status.PASS)
+
+
+def test_counting_forwards_only_is_named():
+    expect("6.8a-2", counts_forwards, Status.FAIL, "順伝播の数", "1 減らします")
+
+
+def test_global_max_and_scalar_are_named():
+    expect("6.8a-2", global_max, Status.FAIL, "全ステージで同じ最大値")
+    expect("6.8a-2", scalar, Status.FAIL, "整数 1 つ", "ステージごと")
+
+
+def test_final_count_busy_cells_and_one_less_are_named():
+    expect("6.8a-2", final_count, Status.FAIL, "表の最後に持っている数")
+    expect("6.8a-2", busy_cells, Status.FAIL, "空きでないマスの数")
+    expect("6.8a-2", one_less, Status.FAIL, "1 少ない")
+
+
+def test_misreading_two_digit_numbers_fails():
+    expect("6.8a-2", one_digit, Status.FAIL, "期待")
+
+
+def test_wrong_length_and_types():
+    expect("6.8a-2", lambda s: reference(s)[:-1], Status.FAIL, "長さ")
+    expect("6.8a-2", lambda s: [[p] for p in reference(s)], Status.FAIL, "形")
+    expect("6.8a-2", lambda s: [p + 0.5 for p in reference(s)], Status.FAIL, "整数")
+    expect("6.8a-2", lambda s: None, Status.FAIL)
+
+
+def test_not_done_and_learner_error():
+    expect("6.8a-2", not_done, Status.NOT_DONE)
+    expect("6.8a-2", boom, Status.ERROR, "ZeroDivisionError")
