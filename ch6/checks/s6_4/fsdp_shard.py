@@ -15,12 +15,15 @@ from .common import exercise_rng
 def _fsdp_tree(rng, k):
     """data 軸の大きさ k から形を決めた隠しの pytree。どの k でも、割り切れる軸のうち
     「最初」「最後」「いちばん長い」が別々の軸になる葉（qkv）、同じ長さの軸が並ぶ葉（square）、
+    いちばん長い軸だけが割り切れない葉（proj）、
     1 次元の葉、割り切れない葉、Adam の状態のような整数のスカラーを入れる。"""
     return {
         "embed": f32(rng.normal(size=(3 * k, 5))),
         "attn": {"qkv": f32(rng.normal(size=(2 * k, 5 * k, 3 * k))),
                  "out": f32(rng.normal(size=(k + 1, 3 * k, 2 * k)))},
         "square": f32(rng.normal(size=(4 * k, 4 * k))),
+        # いちばん長い軸（2k+1）は割り切れず、短い軸（2k）が割り切れる: 「いちばん長い軸だけを調べる」誤りを見分ける
+        "proj": f32(rng.normal(size=(2 * k + 1, 2 * k))),
         "dense": {"W": f32(rng.normal(size=(7, 2 * k))), "b": f32(rng.normal(size=(2 * k,)))},
         "head": {"W": f32(rng.normal(size=(5, 3))), "b": f32(rng.normal(size=(k + 1,)))},
         "count": np.asarray(7, dtype=np.int32),
@@ -118,6 +121,10 @@ def _check_fsdp_on(fn, mesh, tree, label):
                         f"mesh.shape['data'] = {k} で調べます。")
             elif len(shape) == 1:
                 hint = "1 次元の葉（バイアスなど）も分割の対象です。"
+            elif shape[axis] < max(shape):
+                longest = int(np.argmax(shape))
+                hint = (f"いちばん長い {longest} 軸（長さ {shape[longest]}）は {k} で割り切れませんが、"
+                        f"{axis} 軸（長さ {shape[axis]}）は割り切れます。候補は割り切れる軸だけで、その中でいちばん長い軸を選びます。")
             else:
                 hint = f"{axis} 軸（長さ {shape[axis]}）が {k} で割り切れます。"
             raise Fail(f"{label}: 葉 {name}（形 {shape}）が 'data' 軸で分割されていません{seen}。{hint}")
