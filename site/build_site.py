@@ -65,8 +65,11 @@ def site_pages() -> dict[str, str]:
 _LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
-def rewrite_links(text: str, source_rel: str, pages: dict[str, str]) -> str:
-    """相対リンクを、サイトのページならそのページへ、そうでなければ GitHub のファイルへ。"""
+def rewrite_links(text: str, source_rel: str, pages: dict[str, str], html: bool = False) -> str:
+    """相対リンクを、サイトのページならそのページへ、そうでなければ GitHub のファイルへ。
+
+    html=True はセルの出力の Markdown（MyST の参照にならず、そのまま href になる）のため：ページの .html へ。
+    """
     src_dir = Path(source_rel).parent
     staged_dir = Path(pages.get(source_rel, source_rel)).parent
 
@@ -78,6 +81,8 @@ def rewrite_links(text: str, source_rel: str, pages: dict[str, str]) -> str:
         repo_rel = os.path.normpath(src_dir / path).replace(os.sep, "/")
         if repo_rel in pages:
             new = os.path.relpath(pages[repo_rel], staged_dir).replace(os.sep, "/")
+            if html:
+                new = str(Path(new).with_suffix(".html"))
             return f"[{label}]({new}{'#' + anchor if anchor else ''})"
         kind = "tree" if (ROOT / repo_rel).is_dir() else "blob"
         return f"[{label}]({repo_url()}/{kind}/main/{repo_rel}{'#' + anchor if anchor else ''})"
@@ -118,6 +123,13 @@ def stage_notebook(lesson: Path, dest: Path, pages: dict[str, str]) -> None:
             placed = True
         text = BADGE.sub("", text)
         cell["source"] = rewrite_links(text, rel, pages)
+    for cell in nb["cells"]:  # 出力の Markdown（6.5 のエラー索引など）のリンクも
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "text/markdown" in data:
+                md = data["text/markdown"]
+                md = "".join(md) if isinstance(md, list) else md
+                data["text/markdown"] = rewrite_links(md, rel, pages, html=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 

@@ -129,7 +129,8 @@ def heading_ids(headings: list[tuple[int, str]]) -> list[str]:
 class StableHeadingIds(SphinxTransform):
     """各節の id の先頭に安定した id を置く（もとの id1 なども残すので、ほかの参照は壊れない）。"""
 
-    default_priority = 880
+    # Sphinx の DoctreeReadEvent（880：目次を集める doctree-read）より前に
+    default_priority = 600
 
     def apply(self, **kwargs) -> None:
         sections: list[tuple[int, nodes.section]] = []
@@ -206,6 +207,19 @@ def query_terms(text: str, protected: list[str]) -> list[str]:
     return out or text.split()
 
 
+def identifier_pieces(token: str) -> list[str]:
+    """API 名の部分：. と - で切った各部分と、その中の _ でつないだ続き（jax.make_jaxpr → make_jaxpr, jaxpr …）。
+
+    Sphinx の検索は、索引にちょうど同じ語があると部分一致を探さないので（shard_map があると
+    6_3b_shard_map を見ない）、ページが使う API 名は部分もそれぞれ語として入れておきます。
+    """
+    pieces = []
+    for segment in re.split(r"[.\-]", token):
+        parts = [p for p in segment.split("_") if p][:8]
+        pieces += ["_".join(parts[a:b]) for a in range(len(parts)) for b in range(a + 1, len(parts) + 1)]
+    return [p for p in pieces if p != token]
+
+
 JS_SPLITTER = (Path(__file__).parent / "search_splitter.js").read_text(encoding="utf-8")
 
 
@@ -231,8 +245,7 @@ class CourseJapanese(SearchJapanese):
             run = m.group()
             words += [run[a:a + n] for n in (2, 3, 4) for a in range(len(run) - n + 1)]
         for m in _ASCII_TOKEN.finditer(low):
-            if "." in m.group() or "-" in m.group():
-                words += re.split(r"[.\-]", m.group())
+            words += identifier_pieces(m.group())
         return words
 
 

@@ -119,6 +119,9 @@ def test_rewrite_links():
         f"[演習]({repo}/blob/main/exercises/6_5_summary.ipynb)"
     assert fix("[先頭](../README.md#x)", "notebooks/6_1_vmap.ipynb", pages) == "[先頭](../index.md#x)"
     assert fix("[外](https://jax.dev/)", "README.md", pages) == "[外](https://jax.dev/)"
+    # 出力の Markdown ではページの .html へ
+    assert fix("[6.1 の 3 節](6_1_vmap.ipynb)", "notebooks/6_5_summary.ipynb", pages, html=True) == \
+        "[6.1 の 3 節](6_1_vmap.html)"
 
 
 def test_stage_takes_only_the_notebooks_with_outputs(tmp_path):
@@ -150,9 +153,23 @@ def test_staged_pages_have_local_badges_and_lesson_links(tmp_path):
         if (ROOT / "exercises" / lesson.name).exists():
             assert colab_url(f"exercises/{lesson.name}") in first
             assert f"</_files/exercises/{lesson.name}>" in first
-        # 出力はそのまま（何も実行しない）
+        # 出力はそのまま（何も実行しない）。出力の Markdown の中のリンクの行き先だけがサイトのページに変わる
         original = json.loads(lesson.read_text(encoding="utf-8"))
-        assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in original["cells"]]
+        assert len(nb["cells"]) == len(original["cells"])
+        for cell, orig in zip(nb["cells"], original["cells"]):
+            for out, o in zip(cell.get("outputs", []), orig.get("outputs", [])):
+                assert out.keys() == o.keys() and out.get("data", {}).keys() == o.get("data", {}).keys()
+                for kind in out.get("data", {}):
+                    if kind != "text/markdown":
+                        assert out["data"][kind] == o["data"][kind]
+                assert out.get("text") == o.get("text")
     teachers = (tmp_path / "teachers.md").read_text(encoding="utf-8")
     assert "{readme-teachers}" not in teachers and "<!-- exercises-table -->" not in teachers
     assert "index.html#sec-teachers" in teachers
+
+
+def test_identifier_pieces_are_indexed():
+    pieces = course_site.identifier_pieces("6_3b_shard_map.ipynb")
+    assert "shard_map" in pieces and "ipynb" in pieces
+    assert {"make_jaxpr", "jaxpr", "jax"} <= set(course_site.identifier_pieces("jax.make_jaxpr"))
+    assert {"all", "gather"} <= set(course_site.identifier_pieces("all-gather"))
