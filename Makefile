@@ -83,8 +83,19 @@ test-min: $(MIN_VENV)/.ch6-installed
 test-wheel: $(STAMP)
 	bash .ci/wheel_smoke.sh $(PYTHON)
 
+# ウェブサイト: ノートブックに保存された出力から _site/ を作る（何も実行しない。オフライン、警告はエラー、1 分以内）
+site: $(STAMP)
+	$(BIN)/python site/build_site.py
+
+# サイトを本物のブラウザ（ヘッドレス Chromium、Debian の chromium）で: 全ページのエラー・画像・リンク、検索、
+# レッスンごとのスクリーンショット（build/site-screenshots/）。Chromium がなければ理由を示して飛ばす（CI では失敗）
+test-site: $(STAMP)
+	CH6_SITE=1 $(BIN)/python -m pytest -q -p no:xdist -rs tests/site
+
+.PHONY: site test-site
+
 # CI が行うこと（.ci/run）: README のテストに加えて、デバイス数・命令セット・最も古い JAX・wheel
-ci: test test-devices test-isa test-min test-wheel
+ci: test test-devices test-isa test-min test-wheel test-site
 
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)
