@@ -12,11 +12,13 @@ PIP    := -m pip install --quiet --disable-pip-version-check
 # 動作を確かめている最も古い JAX（ch6/env.py の MIN_JAX だけが正本）
 MIN_JAX := $(shell sed -n 's/^MIN_JAX = "\([^"]*\)".*/\1/p' ch6/env.py)
 MIN_VENV := .venv-min
+# nbgrader 版の試験だけに使う venv（nbgrader は講座の環境に入れない。版は requirements-nbgrader.txt）
+NBGRADER_VENV := .venv-nbgrader
 # CI で試すデバイス数（奇数を含む）
 DEVICE_COUNTS ?= 1 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: lab test test-devices test-isa test-min test-wheel ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: lab test test-devices test-isa test-min test-wheel test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -83,6 +85,22 @@ test-min: $(MIN_VENV)/.ch6-installed
 test-wheel: $(STAMP)
 	bash .ci/wheel_smoke.sh $(PYTHON)
 
+# 本物の nbgrader で: nbgrader 版を generate_assignment → autograde → export し、点数を確かめる（2 デバイス）
+$(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pyproject.toml
+	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required"; exit 1; }
+	rm -rf $(NBGRADER_VENV) && $(PYTHON) -m venv $(NBGRADER_VENV)
+	$(NBGRADER_VENV)/bin/python $(PIP) -r requirements-nbgrader.txt
+	$(NBGRADER_VENV)/bin/python $(PIP) --no-deps -e .
+	@touch $@
+
+test-nbgrader: $(NBGRADER_VENV)/.ch6-installed
+	CH6_NBGRADER=1 $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist tests/grading/test_nbgrader_roundtrip.py
+
+# nbgrader 版を書く: make nbgrader OUT=コース/ [NBGRADER_ARGS="--assignment ps1 solutions/6_1_vmap.ipynb"]
+nbgrader: $(STAMP)
+	@test -n "$(OUT)" || { echo "OUT=コースのフォルダ を指定してください / set OUT=course-folder"; exit 1; }
+	$(BIN)/python -m ch6.grading.nbgrader $(OUT) $(NBGRADER_ARGS)
+
 # ウェブサイト: ノートブックに保存された出力から _site/ を作る（何も実行しない。オフライン、警告はエラー、1 分以内）
 site: $(STAMP)
 	$(BIN)/python site/build_site.py
@@ -95,7 +113,7 @@ test-site: $(STAMP)
 .PHONY: site test-site
 
 # CI が行うこと（.ci/run）: README のテストに加えて、デバイス数・命令セット・最も古い JAX・wheel
-ci: test test-devices test-isa test-min test-wheel test-site
+ci: test test-devices test-isa test-min test-wheel test-nbgrader test-site
 
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)
@@ -111,4 +129,4 @@ bench: $(STAMP)
 	$(BIN)/python tools/run_notebooks.py
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV)
+	rm -rf $(VENV) $(MIN_VENV) $(NBGRADER_VENV)

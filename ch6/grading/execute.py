@@ -18,6 +18,7 @@ import nbformat
 from .. import nbrun
 from .._core import Status
 from . import inkernel, outputs
+from . import nbgrader as nbgrader_edition
 from .exercises import Assignment
 from .model import Config, ExerciseResult
 from .session import CellState, KernelLost, KernelSession, Lost
@@ -70,8 +71,9 @@ def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     work.cells += [nbformat.v4.new_code_cell(inkernel.check_code(eid)) for eid in assignment.ids]
     for cell in work.cells:
         cell.pop("id", None)
-    learner_cells = [i for i in range(n_learner)
-                     if work.cells[i].cell_type == "code" and work.cells[i].source.strip()]
+    learner_cells = [i for i in range(n_learner)  # nbgrader 版の採点のセルは飛ばす（同じチェックを採点セルで行う）
+                     if work.cells[i].cell_type == "code" and work.cells[i].source.strip()
+                     and not nbgrader_edition.is_test_cell(work.cells[i])]
     return Plan(work, n_learner, learner_cells, assignment, cfg, secrets.token_hex(8))
 
 

@@ -93,6 +93,22 @@ def test_source(exercise_id: str, function: str) -> str:
             f"assert {RESULT_NAME}.ok, {RESULT_NAME}.line").replace("'", '"')
 
 
+TEST_CALL = re.compile(rf'^{RESULT_NAME} = ch6\.run_check\("([^"]+)", ([A-Za-z_]\w*)\)$', re.M)
+
+
+def is_test_cell(cell) -> bool:
+    """この nbgrader 版の採点のセルそのもの（test_source の 3 行と、コメントだけの隠しテスト）か。
+    ch6-grade はこのセルを実行しません（同じチェックを採点の側で行うので、実行しても何も増えません）。"""
+    meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+    if cell.get("cell_type") != "code" or not meta.get("grade"):
+        return False
+    src = "".join(cell.get("source", ""))
+    m = TEST_CALL.search(src)
+    if not m or not src.startswith(head := test_source(m.group(1), m.group(2))):
+        return False
+    return all(ln.startswith("#") for ln in src[len(head):].strip("\n").splitlines())
+
+
 def hidden_note(text: str) -> str:
     """解答版だけの解説を、採点のセルの隠しテストの範囲（コメント）にする。"""
     lines = ["# 解説（解答版だけの文。配布版にはなく、採点後のノートブックとフィードバックに出ます）"]

@@ -1,0 +1,84 @@
+"""nbgrader 版（python -m ch6.grading.nbgrader）の中身: nbgrader を入れなくても確かめられること。
+
+本物の nbgrader で通すテストは tests/grading/test_nbgrader_roundtrip.py（make test-nbgrader）。
+"""
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ch6.grading import nbgrader as edition
+from ch6.grading.exercises import check_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def _meta(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_solution_notebook_becomes_an_nbgrader_source(path):
+    sol = nbformat.read(path, as_version=4)
+    src = edition.to_source(sol, path.stem)
+    nbformat.validate(src)
+    ids = [e for c in sol.cells if c.cell_type == "code" for e, _, _ in check_calls(c.source)]
+    tests = [c for c in src.cells if _meta(c).get("grade")]
+    assert [_meta(c)["grade_id"] for c in tests] == [edition.grade_id(i, "test_") for i in ids]
+    assert all(_meta(c)["locked"] and _meta(c)["points"] == 1.0 and edition.is_test_cell(c) for c in tests)
+    for k, c in enumerate(src.cells):  # 採点のセルは、その演習の解答のセルのすぐ後
+        if _meta(c).get("grade"):
+            assert _meta(src.cells[k - 1]).get("solution"), (path.stem, k)
+    gids = [_meta(c)["grade_id"] for c in src.cells if _meta(c)]
+    assert len(gids) == len(set(gids)) and all(re.fullmatch(r"[a-zA-Z0-9_\-]+", g) for g in gids)
+    assert _meta(next(c for c in src.cells if c.cell_type == "code"))["locked"]  # セットアップのセル
+    text = nbformat.writes(src)
+    assert "<!-- BEGIN SOLUTION -->" not in text and "blob/main/solutions/" not in text
+    assert f"blob/main/exercises/{path.stem}.ipynb" in text
+    assert all(not c.get("outputs") for c in src.cells if c.cell_type == "code")
+
+
+def test_solution_only_prose_goes_to_hidden_tests_of_its_exercise():
+    """6.5 の解説（解答版だけの文）は、その問の採点のセルの隠しテストに入る（nbgrader が配布版から消す）。"""
+    sol = nbformat.read(ROOT / "solutions" / "6_5_summary.ipynb", as_version=4)
+    src = edition.to_source(sol, "6_5_summary")
+    test1 = next(c for c in src.cells if _meta(c).get("grade_id") == "test_6_5-1")
+    hidden = test1.source.split("### BEGIN HIDDEN TESTS\n", 1)[1]
+    assert "問 1 の解説" in hidden and hidden.rstrip().endswith("### END HIDDEN TESTS")
+    assert all(ln.startswith("#") for ln in hidden.splitlines())
+    assert not any("問 1 の解説" in c.source for c in src.cells if c.cell_type == "markdown")
+
+
+def test_points_are_configurable_and_unknown_ids_are_refused(tmp_path):
+    sols = [ROOT / "solutions" / "6_1_vmap.ipynb", ROOT / "solutions" / "6_3b_shard_map.ipynb"]
+    written = edition.write_edition(tmp_path, sols, "ps1", {"6.3b-5": 2}, default_points=0.5)
+    assert [(p.relative_to(tmp_path).as_posix(), n, total) for p, n, total in written] == [
+        ("source/ps1/6_1_vmap.ipynb", 6, 3.0), ("source/ps1/6_3b_shard_map.ipynb", 5, 4.0)]
+    assert "raise NotImplementedError" in (tmp_path / "nbgrader_config.py").read_text(encoding="utf-8")
+    with pytest.raises(edition.EditionError, match="6.9-1"):
+        edition.write_edition(tmp_path, sols, "ps1", {"6.9-1": 2})
+
+
+def test_one_assignment_per_notebook_by_default(tmp_path, capsys):
+    sols = [str(ROOT / "solutions" / "6_1_vmap.ipynb"), str(ROOT / "solutions" / "6_2_pmap.ipynb")]
+    assert edition.main([str(tmp_path), *sols]) == 0
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.ipynb")) == [
+        "source/6_1_vmap/6_1_vmap.ipynb", "source/6_2_pmap/6_2_pmap.ipynb"]
+    out = capsys.readouterr().out
+    assert "演習 6 問、6 点" in out and "nbgrader generate_assignment 6_1_vmap" in out
+    assert edition.main([str(tmp_path), "--assignment", "ps 1", *sols]) == 2
+    with pytest.raises(SystemExit):
+        edition.main([str(tmp_path), "--points", "6.1-1", *sols])
+    assert "「番号=点数」の形で" in capsys.readouterr().err
+
+
+def test_a_changed_test_cell_is_not_the_course_test_cell():
+    cell = nbformat.v4.new_code_cell(edition.test_source("6.1-1", "rbf_features"))
+    cell.metadata["nbgrader"] = edition.nbgrader_meta("test_6_1-1", grade=True, locked=True, points=1.0)
+    assert edition.is_test_cell(cell)
+    cell.source += "\nprint('x')"
+    assert not edition.is_test_cell(cell)
+    plain = nbformat.v4.new_code_cell(edition.test_source("6.1-1", "rbf_features"))
+    assert not edition.is_test_cell(plain)  # nbgrader の採点のセルでなければ、学習者のセルとして実行する
