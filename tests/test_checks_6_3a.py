@@ -120,7 +120,7 @@ def test_place_tokens_not_placed_swapped_and_errors():
 
 def test_place_tokens_on_a_mesh_of_ones_own_is_refused():
     def own(tokens, mask, mesh):
-        return tokens_ref(tokens, mask, _own_mesh(order=-1))
+        return tokens_ref(tokens, mask, _own_mesh(order=1))
 
     if N > 1:
         _fail("6.3a-1", own, "別のメッシュ", "渡された mesh")

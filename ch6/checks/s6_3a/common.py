@@ -112,7 +112,9 @@ def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
         raise Fail(f"{what} のシャーディングが NamedSharding ではありません（{type(sharding).__name__}）。{hint}")
     if sharding.mesh != mesh:
         mine = "×".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に置かれています。"
+        same_shape = dict(sharding.mesh.shape) == dict(mesh.shape)
+        why = "（形は同じですが、デバイスの並びが違います）" if same_shape else ""
+        raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に置かれています{why}。"
                    "自分でメッシュを作らず、渡された mesh を使ってください。")
     return norm_spec(sharding.spec)
 
