@@ -18,7 +18,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: lab test test-devices test-isa test-min test-wheel test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -85,6 +85,11 @@ test-min: $(MIN_VENV)/.ch6-installed
 test-wheel: $(STAMP)
 	bash .ci/wheel_smoke.sh $(PYTHON)
 
+# 古い JAX（MIN_JAX より前）が入ったままの Colab を模して（wheel から）: Colab の印なしでは何も入れずにコマンドを表示し、
+# 印ありでは最初のセルが JAX を入れ直して、講義と演習のノートブックがすべて最後まで動く（タグは見ない、2 デバイス）
+test-stale: $(STAMP)
+	JOBS=$(JOBS) bash .ci/stale_colab.sh $(PYTHON)
+
 # 本物の nbgrader で: nbgrader 版を generate_assignment → autograde → export し、点数を確かめる（2 デバイス）
 $(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required"; exit 1; }
@@ -113,7 +118,7 @@ test-site: $(STAMP)
 .PHONY: site test-site
 
 # CI が行うこと（.ci/run）: README のテストに加えて、デバイス数・命令セット・最も古い JAX・wheel
-ci: test test-devices test-isa test-min test-wheel test-nbgrader test-site
+ci: test test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
 
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)

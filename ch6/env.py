@@ -9,7 +9,7 @@ import os
 import sys
 
 from . import runtime
-from .runtime import version_tuple  # noqa: F401  （ch6.env.version_tuple としても使われている）
+from .runtime import version_tuple  # ch6.env.version_tuple としても使われている
 
 MIN_JAX = "0.10.0"  # すべてのノートブックとチェックが動く最も古い版（0.9.2 では 6.3b の 1 セルが失敗。make test-min が確かめる）
 TESTED_JAX = "0.12.0.1"  # 保存された出力を作った版（requirements.txt の固定版）
