@@ -1,6 +1,7 @@
 """演習チェックを実行する側: 状態（Status）、結果（Result）、登録表の読み込み、run_check と ch6.check。
 
-チェックを書く人の API は :mod:`ch6.checking` にあります（ここでは互換のために名前を再び公開しています）。
+チェックを書く人の API は :mod:`ch6.checking` にあります（ここでは再び公開しません）。ここの公開名は
+``ch6`` から使います（``ch6.run_check``、``ch6.registry`` など）。
 ノートブックからは :func:`check` を呼びます。結果は 1 行の日本語で表示され、
 例外は外に漏れません（「すべて実行」が途中で止まらないように）。
 """
@@ -14,16 +15,9 @@ import pkgutil
 from typing import Any
 
 from . import explain
-from .checking import (  # noqa: F401  チェックを書く人の API（ch6.checking）を再び公開
-    _REGISTRY, Fail, LearnerError, NotDone, _Entry, _one_line, _walk, call, exercise, expect_close,
-    expect_no_batch_loop, expect_shape, f32, fmt, hidden_rng, jaxpr_primitives, jaxpr_size, n_devices, walk,
-)
+from .checking import Entry, Fail, LearnerError, NotDone, one_line, registered
 
-__all__ = [
-    "Fail", "NotDone", "LearnerError", "Status", "MARKS", "Result", "exercise", "call", "check", "run_check",
-    "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives",
-    "jaxpr_size", "fmt", "RESULTS", "registry", "hidden_rng", "f32", "n_devices",
-]
+__all__ = ["Status", "MARKS", "Result", "check", "run_check", "RESULTS", "registry", "load_errors"]
 
 
 class Status(enum.StrEnum):
@@ -83,9 +77,13 @@ def load_errors() -> dict[str, str]:
     return dict(_LOAD_ERRORS)
 
 
-def registry() -> dict[str, _Entry]:
-    """全セクションのチェックを読み込み、登録表を返す。"""
+def registry(reload: bool = False) -> dict[str, Entry]:
+    """全セクションのチェックを読み込み、登録表を返す。reload=True なら ch6.checks の中を読み込み直す
+    （読み込めなかった記録を消してから。すでに読み込んだモジュールはそのまま）。"""
     global _LOADED
+    if reload:
+        _LOAD_ERRORS.clear()
+        _LOADED = False
     if not _LOADED:
         from . import checks
 
@@ -93,9 +91,9 @@ def registry() -> dict[str, _Entry]:
             try:  # 1 つのモジュールの不具合で、他の節のチェックまで止めない
                 importlib.import_module(f"{checks.__name__}.{mod.name}")
             except Exception as exc:
-                _LOAD_ERRORS[mod.name] = f"{type(exc).__name__}: {_one_line(exc)}"
+                _LOAD_ERRORS[mod.name] = f"{type(exc).__name__}: {one_line(exc)}"
         _LOADED = True
-    return _REGISTRY
+    return registered()
 
 
 # ---------------------------------------------------------------- 実行と表示
@@ -105,7 +103,7 @@ def run_check(exercise_id: str, answer: Any) -> Result:
     try:
         entry = registry().get(exercise_id)
     except Exception as exc:  # チェック定義の読み込み失敗
-        return Result(exercise_id, Status.INTERNAL, f"チェックを読み込めませんでした: {_one_line(exc)}")
+        return Result(exercise_id, Status.INTERNAL, f"チェックを読み込めませんでした: {one_line(exc)}")
     if entry is None:
         if _LOAD_ERRORS:
             broken = "; ".join(f"{name}: {why}" for name, why in sorted(_LOAD_ERRORS.items()))
@@ -127,13 +125,13 @@ def run_check(exercise_id: str, answer: Any) -> Result:
     except LearnerError as exc:
         err = exc.exc
         return Result(exercise_id, Status.ERROR,
-                      f"{entry.title}: あなたのコードの中でエラーが起きました: {explain.explain(err)}")
+                      f"{entry.title}: 解答のコードの中でエラーが起きました: {explain.explain(err)}")
     except RecursionError:
         return Result(exercise_id, Status.ERROR, f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
     except Exception as exc:  # チェッカー自身の不具合: トレースバックは見せない
         return Result(exercise_id, Status.INTERNAL,
                       f"{entry.title}: チェッカー内部の問題です（解答のせいではありません）: "
-                      f"{type(exc).__name__}: {_one_line(exc)}")
+                      f"{type(exc).__name__}: {one_line(exc)}")
 
 
 def check(exercise_id: str, answer: Any) -> None:

@@ -1,4 +1,4 @@
-"""チェックを書く人のための公開 API（実行する側は ch6._core、採点は ch6.grading）。
+"""チェックを書く人のための公開 API（実行する側は ch6.run_check / ch6.registry、採点は ch6.grading）。
 
 一つの演習につき一つのチェック関数を ``@exercise("6.1-1", "関数名")`` で登録します。
 チェック関数は学習者の解答を受け取り、合格なら短い説明文を返し、不合格なら :class:`Fail` を
@@ -10,7 +10,11 @@
 - 隠し入力: :func:`hidden_rng`、:func:`f32`、:func:`n_devices`
 - 期待: :func:`expect_shape`、:func:`expect_close`、:func:`expect_no_batch_loop`
 - 構造: :func:`jaxpr_primitives`、:func:`jaxpr_size`、:func:`walk`（入れ子の jaxpr も含めた式）
-- 表示: :func:`fmt`
+- 表示: :func:`fmt`、:func:`one_line`
+
+チェックのモジュール・テスト・ツールが import するのはこのモジュール（と ``ch6`` の ``run_check`` / ``check`` /
+``Status`` / ``registry`` / ``load_errors``）だけです。``ch6._core`` と、ほかのモジュールの ``_`` で始まる名前は
+import しません（``tests/test_public_api.py`` が import 文を読んで確かめます）。
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from . import explain
 __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
-    "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry",
+    "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry", "one_line", "Entry", "registered",
 ]
 
 
@@ -46,12 +50,19 @@ class LearnerError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Entry:
+class Entry:
+    """登録された 1 つの演習: 学習者が実装する名前（title）とチェック関数（fn）。"""
+
     title: str
     fn: Callable[[Any], str]
 
 
-_REGISTRY: dict[str, _Entry] = {}  # 演習の番号 -> チェック（@exercise が登録する）
+_REGISTRY: dict[str, Entry] = {}  # 演習の番号 -> チェック（@exercise が登録する）
+
+
+def registered() -> dict[str, Entry]:
+    """今までに @exercise で登録された演習（番号 -> Entry）。全節を読み込んでから使うのは ch6.registry()。"""
+    return _REGISTRY
 
 
 def exercise(exercise_id: str, title: str):
@@ -60,7 +71,7 @@ def exercise(exercise_id: str, title: str):
     def deco(fn):
         if exercise_id in _REGISTRY:
             raise ValueError(f"exercise id {exercise_id} is registered twice")
-        _REGISTRY[exercise_id] = _Entry(title, fn)
+        _REGISTRY[exercise_id] = Entry(title, fn)
         return fn
 
     return deco
@@ -68,10 +79,11 @@ def exercise(exercise_id: str, title: str):
 
 # ---------------------------------------------------------------- 学習者コードの呼び出し
 
-def _one_line(text: str, limit: int = 160) -> str:
+def one_line(text: str, limit: int = 160) -> str:
+    """最初の空でない行だけを、アドレスを伏せて limit 文字までに（学習者に見せる 1 行）。"""
     text = re.sub(r"0x[0-9a-fA-F]+", "0x…", str(text))
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    return explain.cut(first, limit)
 
 
 def _is_stub(exc: NotImplementedError) -> bool:
@@ -173,11 +185,12 @@ def _subjaxprs(eqn):
                 yield v
 
 
-def _walk(jaxpr):
+def walk(jaxpr):
+    """jaxpr の式を、入れ子の jaxpr（jit・shard_map・scan の中）も含めて順に: for eqn in walk(closed.jaxpr)。"""
     for eqn in jaxpr.eqns:
         yield eqn
         for sub in _subjaxprs(eqn):
-            yield from _walk(sub)
+            yield from walk(sub)
 
 
 def _trace(fn, args, axis_env=None):
@@ -203,12 +216,12 @@ def _trace(fn, args, axis_env=None):
 
 def jaxpr_size(fn: Callable, *args, axis_env=None) -> int:
     """fn をトレースした jaxpr の式の数（入れ子の jaxpr も数える）。"""
-    return sum(1 for _ in _walk(_trace(fn, args, axis_env)))
+    return sum(1 for _ in walk(_trace(fn, args, axis_env)))
 
 
 def jaxpr_primitives(fn: Callable, *args, axis_env=None) -> set[str]:
     """fn をトレースした jaxpr に現れるプリミティブ名の集合。"""
-    return {eqn.primitive.name for eqn in _walk(_trace(fn, args, axis_env))}
+    return {eqn.primitive.name for eqn in walk(_trace(fn, args, axis_env))}
 
 
 def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
@@ -229,8 +242,6 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
             "vmap で一度にバッチ化しましょう。"
         )
 
-
-walk = _walk  # 公開名: for eqn in walk(closed_jaxpr.jaxpr)
 
 # shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で jaxpr に現れる
 PSUM_NAMES = frozenset({"psum", "psum_invariant"})
@@ -266,4 +277,4 @@ def traced_eqns(fn: Callable, *args) -> list:
         raise (NotDone() if _is_stub(exc) else LearnerError(exc)) from exc
     except Exception as exc:
         raise LearnerError(exc) from exc
-    return list(_walk(closed.jaxpr))
+    return list(walk(closed.jaxpr))

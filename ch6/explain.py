@@ -28,8 +28,17 @@ def clean(text: str) -> str:
     return next((ln.strip() for ln in tidy(text).splitlines() if ln.strip()), "")
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def cut(text: str, limit: int) -> str:
+    """limit 文字までに縮める。英文は単語の途中で切らず、切ったら「…」を付ける。"""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:  # 空白で区切られた文（英語）なら単語の境目で切る
+        head = head[:space]
+    return head.rstrip(" ,;:") + "…"
+
+
 
 
 _SIZE_LINE = re.compile(r"(?:one axis|most axes \((\d+) of them\)) had size (\d+)(?::|, e\.g\.) axis (\d+) of argument ([^\s;]+)")
@@ -70,15 +79,15 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
     ("ValueError", re.compile(r"vmap has mapped output but out_axes is None|at vmap out_axes, got axis spec None"),
      lambda m, msg: "out_axes=None（出力をバッチにしない）と指定しましたが、出力はバッチ軸を持っています。"),
     ("ValueError", re.compile(r"vmap (?:in_axes|out_axes) .*?(?:out of bounds|must be)", re.S),
-     lambda m, msg: f"vmap の軸の指定が配列の次元を超えています（「{_cut(clean(msg), 80)}」）。"),
+     lambda m, msg: f"vmap の軸の指定が配列の次元を超えています（「{cut(clean(msg), 80)}」）。"),
     ("NameError", re.compile(r"unbound axis name: (\S+)|axis name '?(\S+?)'? (?:is )?not (?:found|bound)"),
      lambda m, msg: f"軸の名前 {m.group(1) or m.group(2)} が見つかりません。vmap/pmap の axis_name やメッシュの軸の名前と"
                     "同じ名前を集団通信に渡してください。"),
     ("TypeError", re.compile(r"Expected a callable value, got (.*)"),
-     lambda m, msg: f"関数を渡すところに関数でない値（{_cut(m.group(1), 40)}）が渡されました。"),
+     lambda m, msg: f"関数を渡すところに関数でない値（{cut(m.group(1), 40)}）が渡されました。"),
     ("TypeError", re.compile(r"(?:Output from batched function|Argument|Value) '?(.*?)'? (?:with|of) (?:type|dtype) '?(\S+?)'? "
                              r"(?:is not a valid JAX (?:type|array type))"),
-     lambda m, msg: f"JAX の配列ではない値（{_cut(m.group(1), 40)}、型 {m.group(2).strip('<>').rstrip(',.')}）が"
+     lambda m, msg: f"JAX の配列ではない値（{cut(m.group(1), 40)}、型 {m.group(2).strip('<>').rstrip(',.')}）が"
                     "計算に使われました。関数は数値の配列（またはその pytree）を返してください。"),
     ("TypeError", re.compile(r"traced for (?:jit|shard_map|pmap) returned a value of type (\S+)"),
      lambda m, msg: f"jit した関数が JAX の配列ではない値（型 {m.group(1).strip('<>,')}）を返しました。"
@@ -96,17 +105,26 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
                                                  re.I),
      lambda m, msg: "PartitionSpec で同じメッシュの軸を 2 度使っています。1 つの軸は 1 つの次元にしか使えません。"),
     ("ValueError|IndivisibleError", re.compile(r"(?:divisible|evenly|Indivisible)", re.I),
-     lambda m, msg: f"配列の次元がデバイスの数で割り切れないので、その分け方はできません（「{_cut(clean(msg), 90)}」）。"),
+     lambda m, msg: f"配列の次元が、分割に使うメッシュの軸の大きさで割り切れないので、その分け方はできません（「{cut(clean(msg), 90)}」）。"),
     ("ShardingTypeError", re.compile(r".*"),
-     lambda m, msg: f"シャーディングの型が合いません（「{_cut(clean(msg), 100)}」）。out_sharding や jax.reshard で"
+     lambda m, msg: f"シャーディングの型が合いません（「{cut(clean(msg), 100)}」）。out_sharding や jax.reshard で"
                     "出力の置き方を決めてください。"),
     ("TypeError", re.compile(r"missing (\d+) required positional argument|takes (\d+) positional arguments? but (\d+)"),
-     lambda m, msg: f"関数の引数の数が違います（「{_cut(clean(msg), 80)}」）。演習の説明どおりの引数を受け取ってください。"),
+     lambda m, msg: f"関数の引数の数が違います（「{cut(clean(msg), 80)}」）。演習の説明どおりの引数を受け取ってください。"),
     ("ValueError", re.compile(r"not enough values to unpack|too many values to unpack"),
-     lambda m, msg: f"返した値の個数が、受け取る側の個数と合いません（「{_cut(clean(msg), 60)}」）。"),
+     lambda m, msg: f"返した値の個数が、受け取る側の個数と合いません（「{cut(clean(msg), 60)}」）。"),
     ("ValueError", re.compile(r"out_specs which require replication which can't be statically inferred"),
      lambda m, msg: "out_specs（smap では out_axes=None）で全デバイスに同じ値（複製）として返す出力が、型の上では"
                     "デバイスごとに違う値（varying）のままです。lax.psum や lax.pmean でそろえてから返すか、分割したまま返してください。"),
+    ("ValueError", re.compile(r"requires the current value of parameters, but you are not passing `params`"),
+     lambda m, msg: "この最適化器（weight decay つきの adamw など）は、更新の計算に今のパラメータを使います。"
+                    "optimizer.update(grads, opt_state, params) のように、3 番目の引数に params を渡してください。"),
+    ("ValueError", re.compile(r"in_specs entry which is too long.*?in_specs\[(\d+)\] is (P\(.*?\)) which has length (\d+), "
+                              r"but the passed args\[\d+\](?:, where args\[\d+\] is bound to .*?parameter '(\w+)')?, has shape "
+                              r"(\S+), which has rank (\d+)", re.S),
+     lambda m, msg: f"in_specs（smap では in_axes）の {int(m.group(1)) + 1} 番目の指定 {m.group(2)} は {m.group(3)} 次元分ありますが、"
+                    f"対応する引数{'「' + m.group(4) + '」' if m.group(4) else ''}は形 {m.group(5)}（{m.group(6)} 次元）です。"
+                    "spec の長さは配列の次元の数までで、スカラー（eps など）や全デバイスで同じ値は P()（smap では None）にします。"),
     ("ValueError", re.compile(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg"),
      lambda m, msg: f"in_specs（smap では in_axes）の {m.group(1)} と、渡した配列のシャーディング {m.group(2)} が合いません。"
                     "Explicit のメッシュでは、入力を jax.device_put や jax.reshard で in_specs と同じシャーディングにしてから渡します。"),
@@ -123,4 +141,4 @@ def explain(exc: BaseException) -> str:
             if m:
                 return f"{name}: {make(m, msg)}"
     first = clean(msg)
-    return f"{name} が起きました（原文「{_cut(first, 120)}」）。" if first else f"{name} が起きました。"
+    return f"{name} が起きました（原文「{cut(first, 120)}」）。" if first else f"{name} が起きました。"

@@ -137,7 +137,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     _drop_check(nb, IDS[4])
     _save(nb, folder / "ito_6_1_vmap.ipynb")
     exp["ito"] = dict(marks=_marks("✅", "✅", "❌", "❌", "❌", rest="⏳"), score=2, notes=[CALLS_CHANGED.format(IDS[4])],
-                      messages={IDS[3]: "あなたのコードの中でエラーが起きました",
+                      messages={IDS[3]: "解答のコードの中でエラーが起きました",
                                 IDS[4]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
                                 IDS[5]: "まだ解答されていません"},
                       statuses={IDS[3]: "error", IDS[4]: "timeout", IDS[5]: "not_done"})
@@ -389,15 +389,16 @@ def test_console_script_is_installed():
     assert "usage: ch6-grade" in out.stdout
 
 
-def test_a_broken_check_module_does_not_stop_the_others(monkeypatch, tmp_path, capsys):
-    from ch6 import _core, checks
+def test_a_broken_check_module_does_not_stop_the_others(request, monkeypatch, tmp_path, capsys):
+    import ch6
+    from ch6 import checks
 
     # 本当に読み込めないチェックモジュールを ch6.checks に足す（構文エラー）
     (tmp_path / "s9_9_broken.py").write_text("def oops(:\n    pass\n", encoding="utf-8")
     monkeypatch.setattr(checks, "__path__", [*checks.__path__, str(tmp_path)])
-    monkeypatch.setattr(_core, "_LOADED", False)
-    monkeypatch.setattr(_core, "_LOAD_ERRORS", {})
     monkeypatch.delitem(sys.modules, "ch6.checks.s9_9_broken", raising=False)
+    request.addfinalizer(lambda: (monkeypatch.undo(), ch6.registry(reload=True)))  # __path__ を戻してから読み込み直す
+    ch6.registry(reload=True)
     broken = cli.load_checks()
     assert list(broken) == ["s9_9_broken"] and broken["s9_9_broken"].startswith("SyntaxError"), broken
     assert {"6.1-1", "6.1-6"} <= set(cli.registry_titles())  # ほかの節のチェックは使える
