@@ -43,6 +43,7 @@ DISTS = ("jax", "jaxlib", "libtpu", "libtpu-nightly", "jax-cuda12-plugin", "jax-
 MODULES = {"jax": "jax", "jaxlib": "jaxlib", "numpy": "numpy", "scipy": "scipy", "ml_dtypes": "ml_dtypes",
            "libtpu": "libtpu", "jax-cuda12-plugin": "jax_cuda12_plugin", "jax-cuda13-plugin": "jax_cuda13_plugin"}
 
+TPU_PIN = "jax[tpu]:libtpu"  # versions の中で、入っている jax が jax[tpu] に求める libtpu（例 "libtpu==0.0.50.*"）
 HOST_NAMES = {"colab": "Colab", "kaggle": "Kaggle", "local": "このマシン"}
 RESTART = {
     "colab": "メニューの「ランタイム → セッションを再起動」",
@@ -145,9 +146,12 @@ def pip_args(machine: Machine, min_jax: str) -> list[str]:
 def accel_build(machine: Machine, versions: Mapping[str, str | None]) -> str | None:
     """TPU / GPU を使うための部品の名前と版（例「libtpu 0.0.50」）。CPU なら「CPU 用」。部品がなければ None。"""
     if machine.accel == "tpu":
+        # jax[tpu] は組になる libtpu の版を決めている（例 libtpu==0.0.50.*）。違う版の libtpu では TPU が使えない
+        wanted = versions.get(TPU_PIN) or ""
         for name in ("libtpu", "libtpu-nightly"):
-            if versions.get(name):
-                return f"{name} {versions[name]}"
+            have = versions.get(name)
+            if have and (not wanted.startswith(name + "==") or pin_matches(have, wanted.split("==", 1)[1])):
+                return f"{name} {have}"
         return None
     if machine.accel == "gpu":
         jaxlib = versions.get("jaxlib") or ""
@@ -159,6 +163,13 @@ def accel_build(machine: Machine, versions: Mapping[str, str | None]) -> str | N
                 return f"{name} {versions[name]}"
         return None
     return "CPU 用"
+
+
+def pin_matches(version: str, pin: str) -> bool:
+    """"0.0.50" は "0.0.50.*" に合う。"*" がなければ同じ版だけ。"""
+    if pin.endswith(".*"):
+        return (version + ".").startswith(pin[:-1])
+    return version == pin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +210,20 @@ def _parts(machine: Machine) -> str:
     return "libtpu" if machine.accel == "tpu" else f"jax-{jax_extra(machine)}-plugin"
 
 
+def _mismatch(p: Plan, versions: Mapping[str, str | None]) -> str:
+    """部品はあるが版が合わないときはそう言う（pip が jax と jaxlib だけを上げたあとなど）。"""
+    if p.machine.accel == "tpu":
+        have = [f"{n} {versions[n]}" for n in ("libtpu", "libtpu-nightly") if versions.get(n)]
+        if have:
+            return f"が JAX と組になる版ではありません（{have[0]}、要るのは {versions.get(TPU_PIN)}）"
+    else:
+        plugin = _parts(p.machine)
+        have = versions.get(plugin)
+        if have:
+            return f"が jaxlib と同じ版ではないので使われません（{plugin} {have}、jaxlib {versions.get('jaxlib')}）"
+    return "がありません"
+
+
 def found_text(p: Plan, versions: Mapping[str, str | None]) -> str:
     """見つかったもの（文の形、句点なし）。"""
     if p.reason == "missing":
@@ -206,7 +231,7 @@ def found_text(p: Plan, versions: Mapping[str, str | None]) -> str:
     if p.reason == "old":
         return f"JAX {p.found} が入っています（この講座には JAX {p.min_jax} 以上が要ります）"
     if p.reason == "no_build":
-        return f"JAX {p.found} が入っていますが、{p.machine.accel.upper()} を使う部品（{_parts(p.machine)}）がありません"
+        return f"JAX {p.found} が入っていますが、{p.machine.accel.upper()} を使う部品（{_parts(p.machine)}）{_mismatch(p, versions)}"
     return f"JAX {p.found}（{accel_build(p.machine, versions)}）が入っています"
 
 
@@ -310,7 +335,24 @@ def installed_versions(names: Iterable[str] = DISTS) -> dict[str, str | None]:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             found[name] = None
+    found[TPU_PIN] = tpu_pin(_requires("jax")) if found.get("jax") else None
     return found
+
+
+def _requires(name: str) -> list[str]:
+    try:
+        return importlib.metadata.requires(name) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+
+
+def tpu_pin(requires: Iterable[str]) -> str | None:
+    """jax の Requires-Dist から、extra "tpu" の libtpu の指定（"libtpu==0.0.50.*"）。"""
+    for req in requires:
+        m = re.match(r"\s*(libtpu(?:-nightly)?)\s*==\s*([^\s;,]+)\s*;.*extra\s*==\s*[\"']tpu[\"']", req)
+        if m:
+            return f"{m.group(1)}=={m.group(2)}"
+    return None
 
 
 def _run_pip(args: list[str]) -> tuple[int, str]:

@@ -58,7 +58,7 @@ def stale(m: runtime.Machine, jax: str | None = OLD) -> dict[str, str | None]:
     v = dict.fromkeys(runtime.DISTS)
     v.update(jax=jax, jaxlib=jax, numpy="2.0.2")
     if m.accel == "tpu":
-        v["libtpu"] = "0.0.27"
+        v["libtpu"], v[runtime.TPU_PIN] = "0.0.27", "libtpu==0.0.27.*"
     if m.accel == "gpu":
         v[f"jax-{runtime.jax_extra(m)}-plugin"] = jax
     return v
@@ -67,7 +67,7 @@ def stale(m: runtime.Machine, jax: str | None = OLD) -> dict[str, str | None]:
 def upgraded(m: runtime.Machine) -> dict[str, str | None]:
     v = stale(m, NEW)
     if m.accel == "tpu":
-        v["libtpu"] = "0.0.50"
+        v["libtpu"], v[runtime.TPU_PIN] = "0.0.50", "libtpu==0.0.50.*"
     return v
 
 
@@ -154,9 +154,23 @@ def test_cpu_only_jax_on_a_gpu_runtime_gets_the_gpu_build():
     assert "GPU を使う部品（jax-cuda12-plugin）がありません" in runtime.start_text(p, v)
     # プラグインが jaxlib と違う版なら JAX に使われないので、ないのと同じ
     v["jax-cuda12-plugin"] = "0.11.2"
-    assert runtime.plan(m, v, MIN).reason == "no_build"
+    p = runtime.plan(m, v, MIN)
+    assert p.reason == "no_build"
+    assert f"jax-cuda12-plugin 0.11.2、jaxlib {NEW}" in runtime.start_text(p, v)
     # JAX_PLATFORMS=cpu（ch6.setup(cpu=True)）なら部品は要らない
     assert runtime.plan(m, dict(v, **{"jax-cuda12-plugin": None}), MIN, cpu_only=True).reason == "ok"
+
+
+def test_jax_upgraded_without_its_libtpu_gets_the_tpu_build():
+    """pip が jax と jaxlib だけを上げた TPU（古い libtpu が残る）は、入れ直す。"""
+    m = machine("kaggle_tpu")
+    v = dict(upgraded(m), libtpu="0.0.27")
+    p = runtime.plan(m, v, MIN)
+    assert (p.reason, p.install) == ("no_build", True)
+    assert "libtpu）が JAX と組になる版ではありません（libtpu 0.0.27、要るのは libtpu==0.0.50.*）" in runtime.start_text(p, v)
+    assert runtime.plan(m, dict(v, libtpu="0.0.50.1"), MIN).reason == "ok"
+    assert runtime.tpu_pin(['jaxlib==0.12.0.1; extra == "tpu"', 'libtpu==0.0.50.*; extra == "tpu"']) == "libtpu==0.0.50.*"
+    assert runtime.tpu_pin(["libtpu-nightly==0.1.dev20240729; extra == 'tpu'"]) == "libtpu-nightly==0.1.dev20240729"
 
 
 def test_grading_never_installs():
