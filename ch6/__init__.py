@@ -12,8 +12,9 @@ import importlib
 
 from .env import setup, show_devices
 
-__all__ = ["check", "run_check", "Result", "Status", "RESULTS", "setup", "show_devices"]
-_FROM_CORE = ("check", "run_check", "Result", "Status", "RESULTS")
+__all__ = ["check", "run_check", "Result", "Status", "RESULTS", "MARKS", "registry", "load_errors", "setup",
+           "show_devices"]
+_FROM_CORE = ("check", "run_check", "Result", "Status", "RESULTS", "MARKS", "registry", "load_errors")
 
 
 def __getattr__(name: str):

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from ch6 import _core
+import ch6
 
-REGISTRY = _core.registry()
+REGISTRY = ch6.registry()
 IDS = sorted(REGISTRY, key=lambda e: [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.findall(r"\d+|[a-z]+", e)])
 
 _leaked = []
@@ -79,7 +79,7 @@ _JA = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 @pytest.mark.parametrize("value", list(HOSTILE), ids=list(HOSTILE))
 @pytest.mark.parametrize("exercise", IDS)
 def test_hostile_value_is_never_internal(exercise, value, capsys):
-    result = _core.run_check(exercise, HOSTILE[value])
+    result = ch6.run_check(exercise, HOSTILE[value])
     assert result.status in ("fail", "error", "not_done"), f"{exercise} {value}: {result.status}: {result.message}"
     assert_good_message(result.message, f"{exercise} {value}")
 

@@ -152,10 +152,10 @@ def test_solution_lines_pass_and_exercise_lines_wait(path):
 
 
 def test_registry_equals_the_check_calls_in_order():
-    from ch6 import _core
+    import ch6
 
-    reg = _core.registry()
-    assert not _core.load_errors()
+    reg = ch6.registry()
+    assert not ch6.load_errors()
     in_notebooks = []
     for path in TWINS:
         calls, _ = _check_calls(path)

@@ -2,8 +2,8 @@
 import jax.numpy as jnp
 
 import ch6
-from ch6 import _core
-from ch6._core import Fail, exercise, run_check
+from ch6 import run_check
+from ch6.checking import Fail, exercise
 
 
 def test_unknown_exercise_is_reported_not_raised(capsys):
@@ -22,7 +22,7 @@ def test_checker_bug_is_reported_without_traceback():
         assert r.status == "internal" and "チェッカー内部の問題" in r.message
         assert "Traceback" not in r.line and "\n" not in r.line
     finally:
-        _core._REGISTRY.pop("0.0-bug")
+        ch6.registry().pop("0.0-bug")
 
 
 def test_messages_are_deterministic_one_liners():
@@ -53,7 +53,7 @@ def test_check_records_results(capsys):
         assert len(ch6.RESULTS) == before + 1 and ch6.RESULTS[-1].ok
         assert capsys.readouterr().out.startswith("✅ [0.0-ok]")
     finally:
-        _core._REGISTRY.pop("0.0-ok")
+        ch6.registry().pop("0.0-ok")
 
 
 def test_fail_is_an_exception_with_message():
@@ -64,14 +64,14 @@ def test_every_check_reports_not_done_for_a_stub():
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    for ex in sorted(_core.registry()):
+    for ex in sorted(ch6.registry()):
         r = run_check(ex, stub)
         assert r.status == "not_done", (ex, r.line)
 
 
 def test_every_check_module_loads():
-    assert _core.load_errors() == {}
-    assert len(_core.registry()) >= 6
+    assert ch6.load_errors() == {}
+    assert len(ch6.registry()) >= 6
 
 
 def test_a_library_not_implemented_error_is_not_reported_as_not_done():

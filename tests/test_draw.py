@@ -8,12 +8,12 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
-from tests.drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic
 
 
 def test_mesh_shows_every_device_and_axis():
     m = meshes.mesh_2d()
-    d = _small_and_deterministic(lambda: draw.mesh(m))
+    d = small_and_deterministic(lambda: draw.mesh(m))
     for dev in m.devices.flat:
         assert f"D{dev.id}" in d.texts
     assert any("data" in t for t in d.texts) and any("model" in t for t in d.texts)
@@ -24,7 +24,7 @@ def test_sharding_shows_blocks_from_the_real_shards():
     m = meshes.mesh_1d("data")
     n = jax.device_count()
     x = jax.device_put(jnp.zeros((2 * n, 4)), NamedSharding(m, P("data", None)))
-    d = _small_and_deterministic(lambda: draw.sharding(x))
+    d = small_and_deterministic(lambda: draw.sharding(x))
     assert sorted(t for t in d.texts if t.startswith("D")) == sorted(f"D{i}" for i in range(n))
     assert any("P('data', None)" in t for t in d.texts)
     layout = draw.shard_layout(x)
@@ -39,13 +39,13 @@ def test_sharding_shows_blocks_from_the_real_shards():
 def test_device_values_before_and_after():
     before = np.arange(6).reshape(3, 2)
     after = np.tile(before.sum(0), (3, 1))
-    d = _small_and_deterministic(lambda: draw.device_values(before, after, op="psum"))
+    d = small_and_deterministic(lambda: draw.device_values(before, after, op="psum"))
     assert {"前", "後", "psum", "D0", "D2", "6", "9"} <= set(d.texts)
 
 
 def test_ring_steps_lists_blocks():
     held = [[[0], [1], [2]], [[0, 2], [0, 1], [1, 2]], [[0, 1, 2]] * 3]
-    d = _small_and_deterministic(lambda: draw.ring_steps(held))
+    d = small_and_deterministic(lambda: draw.ring_steps(held))
     assert "0 2" in d.texts and "0 1 2" in d.texts and "最初" in d.texts
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from ch6 import draw, meshes
-from tests.drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic
 
 N = jax.device_count()
 
@@ -22,7 +22,7 @@ def _matmul_case(spec_a, spec_b, spec_out):
 
 def test_shardings_labels_specs_and_devices_of_every_panel():
     items = _matmul_case(P("data", None), P(), P("data", None))
-    d = _small_and_deterministic(lambda: draw.shardings(items, title="ケース 1"))
+    d = small_and_deterministic(lambda: draw.shardings(items, title="ケース 1"))
     text = "\n".join(d.texts)
     assert "ケース 1" in d.texts
     for (label, x), spec in zip(items, ("P('data', None)", "P()", "P('data', None)")):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ch6 import draw
-from tests.drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic
 
 
 def _stages(n):
@@ -16,7 +16,7 @@ def _stages(n):
 
 def test_device_stages_shows_every_stage_and_op():
     stages = _stages(4)
-    d = _small_and_deterministic(lambda: draw.device_stages(stages, ["psum_scatter", "all_gather"]))
+    d = small_and_deterministic(lambda: draw.device_stages(stages, ["psum_scatter", "all_gather"]))
     texts = set(d.texts)
     assert {"D0", "D3", "psum_scatter", "all_gather", "前", "psum_scatter の後", "後"} <= texts
     assert {str(v) for v in stages[1].ravel()} <= texts  # 担当の部分の和 24, 28, 32, 36

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ch6 import draw
-from tests.drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic
 
 NODES = [
     ("q", "複数のデバイスで\n動かす？", "問い", (2.0, 0.0)),
@@ -16,7 +16,7 @@ EDGES = [("q", "a", "いいえ"), ("q", "b", "はい"), ("old", "q", "移す")]
 
 
 def test_flowchart_shows_every_box_label_and_kind():
-    d = _small_and_deterministic(lambda: draw.flowchart(NODES, EDGES, title="どれを使うか", dashed=[("old", "q")]))
+    d = small_and_deterministic(lambda: draw.flowchart(NODES, EDGES, title="どれを使うか", dashed=[("old", "q")]))
     texts = set(d.texts)
     assert {"複数のデバイスで\n動かす？", "jax.vmap", "jax.shard_map", "pmap のコード"} <= texts
     assert {"いいえ", "はい", "移す"} <= texts          # 矢印のラベル
@@ -39,7 +39,7 @@ def test_the_course_flowchart_fits():
     nodes = [(f"n{i}", f"箱 {i}\n2 行目\n3 行目", ("問い", "選ぶもの", "レガシー")[i % 3], (2.5 * (i % 4), 1.5 * (i // 4)))
              for i in range(10)]
     edges = [(f"n{i}", f"n{i + 1}", "はい") for i in range(9)]
-    _small_and_deterministic(lambda: draw.flowchart(nodes, edges))
+    small_and_deterministic(lambda: draw.flowchart(nodes, edges))
 
 
 @pytest.mark.parametrize("nodes,edges", [

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from ch6 import draw, multihost
-from tests.drawcheck import small_and_deterministic as _small_and_deterministic
+from tests.drawcheck import small_and_deterministic
 
 IDS = [0, 1, 2, 3, 2048, 2049, 2050, 2051]      # 2 プロセス × 4 個の CPU デバイスの実際の番号
 OWNERS = [0, 0, 0, 0, 1, 1, 1, 1]
@@ -16,7 +16,7 @@ ROWS = {d: (8 * k, 8 * k + 8) for k, d in enumerate(IDS)}
 
 
 def test_grid_names_every_device_and_its_process():
-    d = _small_and_deterministic(lambda: draw.process_grid(IDS, OWNERS, ["data"], [8]))
+    d = small_and_deterministic(lambda: draw.process_grid(IDS, OWNERS, ["data"], [8]))
     for dev, p in zip(IDS, OWNERS):
         assert f"D{dev}\nP{p}" in d.texts
     assert "プロセス 0\nデバイス 4 個" in d.texts and "プロセス 1\nデバイス 4 個" in d.texts
@@ -25,7 +25,7 @@ def test_grid_names_every_device_and_its_process():
 
 
 def test_rows_strip_shows_each_devices_rows_and_padding():
-    d = _small_and_deterministic(lambda: draw.process_grid(IDS, OWNERS, ["data"], [8], rows=ROWS, valid_rows=64))
+    d = small_and_deterministic(lambda: draw.process_grid(IDS, OWNERS, ["data"], [8], rows=ROWS, valid_rows=64))
     assert "D2048\n32:40" in d.texts and "D0\n0:8" in d.texts
     assert not any("パディング" in t for t in d.texts)   # 64 行はちょうど割り切れる
     three = draw.process_grid([0, 2048, 4096], [0, 1, 2], ["data"], [3],

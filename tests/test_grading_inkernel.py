@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ch6 import _core
+import ch6
 from ch6.grading import inkernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def test_importing_the_in_kernel_module_loads_only_the_check_registry():
 
 def test_prelude_setup_and_checks_survive_a_replaced_ch6():
     """カーネルでの順番どおり: 準備 → 学習者のコード（ch6 と display を差し替える）→ 読み込み直し → チェック。"""
-    nonce, name = "n0nce", _core.registry()["6.1-1"].title
+    nonce, name = "n0nce", ch6.registry()["6.1-1"].title
     script = "\n".join([
         "import json, sys",
         "ns = {}",
@@ -71,21 +71,21 @@ def test_check_does_nothing_while_grading(monkeypatch, capsys):
     def never(*args):
         raise AssertionError("採点中の ch6.check は学習者の関数を呼ばない")
 
-    before = len(_core.RESULTS)
+    before = len(ch6.RESULTS)
     monkeypatch.setenv("CH6_GRADING", "1")
-    assert _core.check("6.1-1", never) is None
-    assert capsys.readouterr().out == "" and len(_core.RESULTS) == before
+    assert ch6.check("6.1-1", never) is None
+    assert capsys.readouterr().out == "" and len(ch6.RESULTS) == before
     monkeypatch.delenv("CH6_GRADING")
-    _core.check("6.1-1", lambda W, xs: xs)
-    assert "[6.1-1]" in capsys.readouterr().out and len(_core.RESULTS) == before + 1
+    ch6.check("6.1-1", lambda W, xs: xs)
+    assert "[6.1-1]" in capsys.readouterr().out and len(ch6.RESULTS) == before + 1
 
 
 def test_one_status_vocabulary_and_one_table_of_marks():
-    assert [s.value for s in _core.Status] == ["pass", "fail", "error", "timeout", "crash", "not_done", "internal",
+    assert [s.value for s in ch6.Status] == ["pass", "fail", "error", "timeout", "crash", "not_done", "internal",
                                                "missing", "not_graded"]
-    assert set(_core.MARKS) == set(_core.Status)
-    assert {s.value: s.mark for s in _core.Status} == {
+    assert set(ch6.MARKS) == set(ch6.Status)
+    assert {s.value: s.mark for s in ch6.Status} == {
         "pass": "✅", "fail": "❌", "error": "❌", "timeout": "❌", "crash": "❌", "not_done": "⏳",
         "internal": "⚠️", "missing": "⚠️", "not_graded": "⚠️"}
-    r = _core.Result("6.1-1", "not_done", "x")
-    assert r.status is _core.Status.NOT_DONE and r.line == "⏳ [6.1-1] x" and not r.ok
+    r = ch6.Result("6.1-1", "not_done", "x")
+    assert r.status is ch6.Status.NOT_DONE and r.line == "⏳ [6.1-1] x" and not r.ok

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import re
 
-from .._core import Status, _one_line as _core_one_line
+from .. import checking
+from .._core import Status
 from .exercises import source_of
 from .inkernel import MIME
 from .model import ExerciseResult
@@ -14,7 +15,7 @@ def one_line(text, limit: int = 80) -> str:
     """1 行に縮める（アドレスは伏せる）。SyntaxError の "(3730423741.py, line 2)" はカーネルが付けた
     一時ファイル名なので、行番号だけ残す。"""
     text = re.sub(r"\s*\((?:[^()]*[/\\])?\d+\.py, line (\d+)\)", r"（\1 行目）", str(text))
-    return _core_one_line(text, limit)
+    return checking.one_line(text, limit)
 
 
 def payloads(cell, nonce: str) -> list[dict]:
