@@ -355,7 +355,7 @@ def tpu_pin(requires: Iterable[str]) -> str | None:
     return None
 
 
-def _run_pip(args: list[str]) -> tuple[int, str]:
+def run_pip(args: list[str]) -> tuple[int, str]:
     out = subprocess.run([sys.executable, *args], capture_output=True, text=True)
     lines = [ln.strip() for ln in (out.stderr or out.stdout or "").splitlines() if ln.strip().startswith("ERROR")]
     return out.returncode, (lines[-1][:200] if lines else "")
@@ -374,7 +374,7 @@ def prepare(min_jax: str, *, cpu_only: bool = False, environ: Mapping[str, str] 
         return p
     loaded = [d for d, mod in MODULES.items() if mod in sys.modules]
     print(start_text(p, before), end="", flush=True)
-    returncode, error = _run_pip(pip_args(machine, min_jax))
+    returncode, error = run_pip(pip_args(machine, min_jax))
     after = installed_versions()
     print(end_text(p, after, returncode, restart_needed(before, after, loaded), error), flush=True)
     return dataclasses.replace(p, found=after.get("jax"))

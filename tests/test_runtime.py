@@ -12,7 +12,7 @@ import pytest
 
 from ch6 import env, runtime
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 MIN = env.MIN_JAX
 NEW = env.TESTED_JAX
 
@@ -203,7 +203,7 @@ def test_prepare_installs_once_and_prints_one_line(monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(runtime, "probe", lambda environ=None: m)
     monkeypatch.setattr(runtime, "installed_versions", lambda names=runtime.DISTS: next(versions))
-    monkeypatch.setattr(runtime, "_run_pip", lambda args: (calls.append(args), (0, ""))[1])
+    monkeypatch.setattr(runtime, "run_pip", lambda args: (calls.append(args), (0, ""))[1])
     monkeypatch.setattr(runtime, "MODULES", {"jax": "ch6_test_not_loaded"})
     p = runtime.prepare(MIN, environ={})
     assert calls == [runtime.pip_args(m, MIN)] and p.found == NEW
@@ -215,7 +215,7 @@ def test_prepare_on_a_laptop_never_runs_pip(monkeypatch, capsys):
     m = machine("laptop")
     monkeypatch.setattr(runtime, "probe", lambda environ=None: m)
     monkeypatch.setattr(runtime, "installed_versions", lambda names=runtime.DISTS: stale(m))
-    monkeypatch.setattr(runtime, "_run_pip", lambda args: pytest.fail("pip must not run on a learner's machine"))
+    monkeypatch.setattr(runtime, "run_pip", lambda args: pytest.fail("pip must not run on a learner's machine"))
     runtime.prepare(MIN, environ={})
     assert f'pip install -U "jax>={MIN}"' in capsys.readouterr().out
 
