@@ -49,4 +49,6 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # 検索欄は左の列に 1 つ（上の帯に 2 つ目を出さない）
+    "navbar_persistent": [],
 }
