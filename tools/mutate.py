@@ -12,10 +12,20 @@ solutions/ の各ノートブックのコードセルを 1 つの名前空間で
 - ``P(...)`` の名前を別の位置へ動かす・None にする・``P()``（複製）にする
 - ``jax.jit(f)`` を呼ぶたびに作り直す、``@jax.jit`` を外す
 - 返すタプルの順番を入れ替える、選択肢の答え（文字列）を別の選択肢に
+- 講座で教えることに合わせた規則:
+  - ``range(...)`` の端と、整数の添字（``shape[0]`` など）を 1 つずらす（off-by-one）
+  - 切り詰めの境目: ``minimum`` と ``maximum`` の入れ替え、定数の境目を外す、``clip`` の上限・下限を外す、
+    ``floor`` と ``ceil`` の入れ替え
+  - 縮約などの ``axis=``（と ``scatter_dimension=``）を 1 つずらす・外す、軸のタプルから 1 つ落とす、``keepdims`` を外す
+  - ``bins=`` / ``length=`` / ``size=`` など大きさの引数を 1 つずらす
+  - ``all_gather`` / ``psum_scatter`` の ``tiled=`` を逆にする（書いていなければ ``tiled=True`` を足す）
+  - ``ppermute`` の組: 送信元と送信先を入れ替える、組を 1 つ落とす
+  - ``in_specs`` / ``out_specs`` の項目: 2 つの項目を入れ替える、``P()`` の項目を分割にする
 
-変異体をセルごと実行して、登録されたチェック（``ch6._core.run_check``）に渡します。✅ 以外なら「見抜いた」。
+変異体をセルごと実行して、登録されたチェック（``ch6.run_check``）に渡します。✅ 以外なら「見抜いた」。
 見抜けなくても正しい変異体（等価変異体）は ``tools/mutants_equivalent.txt`` に理由つきで書きます。
-スコア = 見抜いた数 / (全体 − 等価)。
+スコア = 見抜いた数 / (全体 − 等価)。表は演習ごとに「見抜いた数 / 数えた変異体の数」を示します。
+変異体が MIN_MUTANTS（5）より少ない演習は、規則を足すか、同じファイルに「演習 | (few mutants) | 理由」と書きます。
 
     python tools/mutate.py                  # すべての解答ノートブック（表とスコアを表示）
     python tools/mutate.py solutions/6_1_vmap.ipynb --min-score 0.95
@@ -39,6 +49,16 @@ COLLECTIVES = ("psum", "pmean", "pmax", "psum_scatter", "all_gather")
 SWAP_TO = {"psum": ("pmean", "pmax"), "pmean": ("psum", "pmax"), "pmax": ("psum", "pmean"),
            "psum_scatter": ("psum",), "all_gather": ("psum",), "pmin": ("pmax",)}
 PERM_NAMES = {"i", "me", "shift", "k", "src", "dst", "idx"}
+# axis= を持つ縮約（と、軸を受け取るそのほかの演算）: 軸を 1 つずらす・外す
+AXIS_KWARGS = ("axis", "scatter_dimension", "split_axis", "concat_axis")
+REDUCTIONS = {"sum", "mean", "max", "min", "var", "std", "prod", "argmax", "argmin", "logsumexp", "cumsum",
+              "all", "any", "median", "softmax", "log_softmax", "norm", "nansum", "nanmean", "average"}
+SIZE_KWARGS = ("bins", "length", "size", "num_segments", "minlength", "num")
+TILED = ("all_gather", "psum_scatter")
+BOUNDS = {"minimum": "maximum", "maximum": "minimum", "floor": "ceil", "ceil": "floor"}
+LOCAL_REDUCE = {"sum": "mean", "mean": "sum", "max": "min", "min": "max"}  # jnp の縮約の取り違え
+DROPPABLE = ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute")  # 通信を書き忘れる
+LR_NAMES = {"lr", "learning_rate", "eta"}
 CHECK = re.compile(r"""ch6\.check\(\s*["']([\w.-]+)["']\s*,\s*(\w+)\s*\)""")
 
 
@@ -67,9 +87,20 @@ def _dotted(func) -> str:
 
 def _sites(tree: ast.AST, lines: range) -> list[Site]:
     sites: list[Site] = []
+    block = [n for n in ast.walk(tree) if _in_block(n, lines)]
+    axis_names = [a.value for n in block if isinstance(n, ast.Call) and _name(n.func) in ("P", "PartitionSpec")
+                  for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    has_ppermute = any(isinstance(n, ast.Call) and _name(n.func) == "ppermute" for n in block)
     for index, node in enumerate(ast.walk(tree)):
         if not _in_block(node, lines):
             continue
+        if isinstance(node, ast.Call):
+            sites += _taught_call_sites(index, node, axis_names[:1])
+        if isinstance(node, ast.Subscript):
+            sites += _index_sites(index, node)
+        if has_ppermute and isinstance(node, ast.ListComp) and _is_pair(node.elt):
+            sites.append(Site(index, f"ppermute の組の送信元と送信先を入れ替える（{ast.unparse(node)[:40]}）", _swap_pair))
+            sites.append(Site(index, f"ppermute の組を 1 つ落とす（{ast.unparse(node)[:40]}）", _drop_last_pair))
         if isinstance(node, ast.Call):
             name = _name(node.func)
             for kw in node.keywords:
@@ -79,14 +110,19 @@ def _sites(tree: ast.AST, lines: range) -> list[Site]:
                 for other in SWAP_TO[name]:
                     sites.append(Site(index, f"{name} → {other}", _set_attr(other)))
             if _dotted(node.func) == "jax.vmap":
-                sites.append(Site(index, "vmap → Python のループ", _replace_func("_loop_vmap")))
+                sites.append(Site(index, "vmap → Python のループ", _replace_func("loop_vmap")))
             if name in ("P", "PartitionSpec") and node.args:
                 sites += _spec_sites(index, node)
             if _dotted(node.func) in ("lax.axis_index", "jax.lax.axis_index"):
                 sites.append(Site(index, "axis_index を 0 に（全デバイスが 0 番のつもり）", lambda n: ast.Constant(0)))
             if _dotted(node.func) == "jax.jit" and node.args:
                 sites.append(Site(index, "jit を呼ぶたびに作り直す", _rejit))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Name):
+            sites.append(Site(index, f"符号を外す（{ast.unparse(node)}）", lambda n: n.operand))
         elif isinstance(node, ast.BinOp):
+            if (isinstance(node.op, ast.Sub) and isinstance(node.right, ast.BinOp) and isinstance(node.right.op, ast.Mult)
+                    and _names(node.right) & LR_NAMES):
+                sites.append(Site(index, f"更新の向きを逆にする（{ast.unparse(node)[:40]}）", _flip_sign))
             if isinstance(node.op, ast.Div):
                 sites.append(Site(index, f"割り算を消す（{ast.unparse(node)[:40]}）", lambda n: n.left))
             if isinstance(node.op, ast.Add) and _small(node.right):
@@ -115,6 +151,181 @@ def _sites(tree: ast.AST, lines: range) -> list[Site]:
                         sites.append(Site(index, f"{ast.unparse(node.keys[k])}: {v.value!r} → {other!r}",
                                           _set_dict_value(k, other)))
     return sites
+
+
+def _taught_call_sites(index: int, node: ast.Call, axis_names: list[str]) -> list[Site]:
+    """講座で教えること（範囲、切り詰め、軸、大きさ、tiled、spec の項目）の変異。"""
+    out = []
+    name, text = _name(node.func), ast.unparse(node)[:40]
+    if name == "range" and isinstance(node.func, ast.Name):
+        which = ["終わり"] if len(node.args) == 1 else ["始まり", "終わり"]
+        for i, what in enumerate(which):
+            for d in (-1, 1):
+                out.append(Site(index, f"range の{what}を {d:+d}（{text}）", _shift_arg(i, d)))
+    numpy_call = _dotted(node.func).startswith(("jnp.", "np.", "jax.numpy."))
+    if name in LOCAL_REDUCE and numpy_call:
+        out.append(Site(index, f"{name} → {LOCAL_REDUCE[name]}（{text}）", _set_attr(LOCAL_REDUCE[name])))
+    if name in ("max", "min") and isinstance(node.func, ast.Name) and node.args:
+        other = "min" if name == "max" else "max"
+        out.append(Site(index, f"組み込みの {name} → {other}（{text}）", _replace_func(other)))
+    if name in DROPPABLE and _dotted(node.func).startswith(("lax.", "jax.lax.")) and node.args:
+        out.append(Site(index, f"{name} を外す（通信しない）", _keep_arg(0)))
+        if len(node.args) > 1 and isinstance(node.args[1], ast.Name):  # 引数で受け取った軸の名前を決め打ちにする
+            out.append(Site(index, f"{name}: 軸の名前 {node.args[1].id} を決め打ちの文字列に",
+                            _set_arg(1, node.args[1].id)))
+    if any(kw.arg == "out_sharding" for kw in node.keywords):
+        out.append(Site(index, f"{name}: out_sharding= を外す", _drop_kw("out_sharding")))
+    if name in BOUNDS and numpy_call:
+        out.append(Site(index, f"{name} → {BOUNDS[name]}（{text}）", _set_attr(BOUNDS[name])))
+        if name in ("minimum", "maximum") and len(node.args) == 2:
+            for i, a in enumerate(node.args):
+                if isinstance(a, ast.Constant):  # 定数の境目を外す: minimum(1.0, r) -> r
+                    out.append(Site(index, f"境目 {ast.unparse(a)} を外す（{text}）", _keep_arg(1 - i)))
+    if name == "clip":
+        for i, what in ((1, "下限"), (2, "上限")):
+            if len(node.args) > i and not (isinstance(node.args[i], ast.Constant) and node.args[i].value is None):
+                out.append(Site(index, f"clip の{what}を外す（{text}）", _set_arg(i, None)))
+        for kw in node.keywords:
+            if kw.arg in ("min", "max", "a_min", "a_max"):
+                out.append(Site(index, f"clip の {kw.arg}= を外す（{text}）", _drop_kw(kw.arg)))
+    for kw in node.keywords:
+        if kw.arg in AXIS_KWARGS and (kw.arg != "axis" or name in REDUCTIONS or True):
+            out += _axis_kw_sites(index, kw, name)
+        if kw.arg == "keepdims" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            out.append(Site(index, f"{name}: keepdims=True を外す", _drop_kw("keepdims")))
+        if kw.arg in SIZE_KWARGS:
+            for d in (-1, 1):
+                out.append(Site(index, f"{name}: {kw.arg} を {d:+d}", _shift_kw(kw.arg, d)))
+    if name in TILED and _dotted(node.func).startswith(("lax.", "jax.lax.")):
+        tiled = next((kw for kw in node.keywords if kw.arg == "tiled"), None)
+        if tiled is None:
+            out.append(Site(index, f"{name}: tiled=True を足す", _add_kw("tiled", True)))
+        elif isinstance(tiled.value, ast.Constant) and isinstance(tiled.value.value, bool):
+            out.append(Site(index, f"{name}: tiled={tiled.value.value} → {not tiled.value.value}",
+                            _set_kw("tiled", not tiled.value.value)))
+    for kw in node.keywords:
+        if kw.arg in ("in_specs", "out_specs"):
+            out += _specs_sites(index, kw, axis_names)
+    return out
+
+
+def _axis_kw_sites(index: int, kw: ast.keyword, name: str) -> list[Site]:
+    out, v = [], kw.value
+    if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool):
+        k = v.value
+        for new in dict.fromkeys([k + 1, k - 1 if k > 0 else -1]):
+            out.append(Site(index, f"{name}: {kw.arg}={k} → {new}", _set_kw(kw.arg, new)))
+        if kw.arg == "axis" and name in REDUCTIONS:
+            out.append(Site(index, f"{name}: axis={k} を外す（全体で縮約）", _drop_kw("axis")))
+    elif isinstance(v, ast.Tuple) and all(isinstance(e, ast.Constant) for e in v.elts) and len(v.elts) >= 2:
+        for i, e in enumerate(v.elts):
+            out.append(Site(index, f"{name}: {kw.arg}={ast.unparse(v)} から {e.value} を落とす", _drop_kw_elt(kw.arg, i)))
+        if name in REDUCTIONS:
+            out.append(Site(index, f"{name}: {kw.arg}={ast.unparse(v)} を外す（全体で縮約）", _drop_kw(kw.arg)))
+    return out
+
+
+def _specs_sites(index: int, kw: ast.keyword, axis_names: list[str]) -> list[Site]:
+    out, v = [], kw.value
+    entries = v.elts if isinstance(v, (ast.Tuple, ast.List)) else None
+    if entries:
+        for i in range(len(entries)):
+            for j in range(i + 1, len(entries)):
+                if ast.unparse(entries[i]) != ast.unparse(entries[j]):
+                    out.append(Site(index, f"{kw.arg} の {i} 番目と {j} 番目を入れ替える", _swap_kw_elts(kw.arg, i, j)))
+        for i, e in enumerate(entries):
+            if _is_empty_spec(e) and axis_names:
+                out.append(Site(index, f"{kw.arg}[{i}]: P() → P({axis_names[0]!r})",
+                                _set_kw_elt_node(kw.arg, i, _spec_call(axis_names[0]))))
+    elif _is_empty_spec(v) and axis_names:
+        out.append(Site(index, f"{kw.arg}: P() → P({axis_names[0]!r})", _set_kw_node(kw.arg, _spec_call(axis_names[0]))))
+    return out
+
+
+def _is_empty_spec(node) -> bool:
+    return isinstance(node, ast.Call) and _name(node.func) in ("P", "PartitionSpec") and not node.args
+
+
+def _spec_call(axis: str) -> ast.Call:
+    return ast.Call(func=ast.Name("P", ast.Load()), args=[ast.Constant(axis)], keywords=[])
+
+
+def _index_sites(index: int, node: ast.Subscript) -> list[Site]:
+    """整数の添字を 1 つずらす（shape[0] -> shape[1] など）。負の添字と、結果が負になるものは作らない。"""
+    s = node.slice
+    if isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool) and s.value >= 0:
+        text = ast.unparse(node)[:40]
+        return [Site(index, f"添字を {d:+d}（{text}）", _shift_index(d)) for d in (-1, 1) if s.value + d >= 0]
+    return []
+
+
+def _is_pair(node) -> bool:
+    return isinstance(node, ast.Tuple) and len(node.elts) == 2
+
+
+def _swap_pair(n):
+    n.elt.elts.reverse()
+
+
+def _drop_last_pair(n):
+    return ast.Subscript(value=n, slice=ast.Slice(upper=ast.Constant(-1)), ctx=ast.Load())
+
+
+def _plus(node, d):
+    return ast.BinOp(left=node, op=ast.Add() if d > 0 else ast.Sub(), right=ast.Constant(abs(d)))
+
+
+def _shift_arg(i, d):
+    def f(n):
+        n.args[i] = _plus(n.args[i], d)
+    return f
+
+
+def _keep_arg(i):
+    return lambda n: n.args[i]
+
+
+def _shift_kw(name, d):
+    def f(n):
+        kw = _kw(n, name)
+        kw.value = _plus(kw.value, d)
+    return f
+
+
+def _shift_index(d):
+    def f(n):
+        n.slice = ast.Constant(n.slice.value + d)
+    return f
+
+
+def _drop_kw(name):
+    def f(n):
+        n.keywords = [k for k in n.keywords if k.arg != name]
+    return f
+
+
+def _add_kw(name, value):
+    def f(n):
+        n.keywords.append(ast.keyword(arg=name, value=ast.Constant(value)))
+    return f
+
+
+def _drop_kw_elt(name, i):
+    def f(n):
+        del _kw(n, name).value.elts[i]
+    return f
+
+
+def _set_kw_elt_node(name, i, node):
+    def f(n):
+        _kw(n, name).value.elts[i] = node
+    return f
+
+
+def _set_kw_node(name, node):
+    def f(n):
+        _kw(n, name).value = node
+    return f
 
 
 def _small(node) -> bool:
@@ -292,7 +503,7 @@ def _replace(tree, old, new):
 
 # ---------------------------------------------------------------- vmap の代わりの Python ループ
 
-def _loop_vmap(fn, in_axes=0, out_axes=0, **_):
+def loop_vmap(fn, in_axes=0, out_axes=0, **_):
     """jax.vmap と同じ結果を、バッチを 1 件ずつ Python で回して作る（チェックが見抜くべき書き方）。"""
     import jax
     import jax.numpy as jnp
@@ -325,23 +536,55 @@ class Outcome:
         return self.status != "pass"
 
 
-def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[tuple[str, str], str]:
-    """「演習 | 変異の説明 | 理由」の行（# から後は注釈）。"""
-    table = {}
+MIN_MUTANTS = 5  # 演習ごとの最少の変異体の数（これより少ない演習は理由を書く）
+FEW = "(few mutants)"  # tools/mutants_equivalent.txt で「変異体が少ない理由」を書く行の印
+
+
+def _table(path: Path) -> list[tuple[str, str, str]]:
+    rows = []
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             ex, label, reason = (part.strip() for part in line.split("|", 2))
-            table[(ex, label)] = reason
-    return table
+            rows.append((ex, label, reason))
+    return rows
+
+
+def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[tuple[str, str], str]:
+    """「演習 | 変異の説明 | 理由」の行（# から後は注釈）。変異体が少ない理由の行（FEW）は含めない。"""
+    return {(ex, label): reason for ex, label, reason in _table(path) if label != FEW}
+
+
+def load_few(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
+    """「演習 | (few mutants) | 理由」の行: 変異体が MIN_MUTANTS より少なくてよい演習と、その理由。"""
+    return {ex: reason for ex, label, reason in _table(path) if label == FEW}
+
+
+def per_exercise(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
+    """演習ごとの結果（演習の番号の順）。"""
+    from collections import defaultdict
+
+    per = defaultdict(list)
+    for o in outcomes:
+        per[o.exercise].append(o)
+    return {ex: per[ex] for ex in sorted(per, key=_order)}
+
+
+def _order(ex: str):
+    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.findall(r"\d+|[a-z]+", ex)]
+
+
+def too_few(outcomes: list[Outcome], few: dict[str, str] | None = None) -> dict[str, int]:
+    """数えた変異体が MIN_MUTANTS より少なく、理由も書いていない演習 -> 変異体の数。"""
+    few = load_few() if few is None else few
+    counts = {ex: sum(o.status != "broken" for o in os_) for ex, os_ in per_exercise(outcomes).items()}
+    return {ex: n for ex, n in counts.items() if n < MIN_MUTANTS and ex not in few}
 
 
 def run_notebook(path: Path, equivalent: dict | None = None) -> list[Outcome]:
     """解答ノートブック 1 冊の全変異体をチェックに通す。"""
     import nbformat
-
-    from ch6 import _core
 
     equivalent = load_equivalent() if equivalent is None else equivalent
     nb = nbformat.read(str(path), as_version=4)
@@ -380,15 +623,15 @@ def _python(src: str) -> str:
 
 
 def _run(ns: dict, src: str, ex_id: str, fn_name: str) -> Outcome:
-    from ch6 import _core
+    import ch6
 
     local = dict(ns)
-    local["_loop_vmap"] = _loop_vmap
+    local["loop_vmap"] = loop_vmap
     try:
         exec(compile(_python(src), "<mutant>", "exec"), local)
     except Exception as exc:  # 変異体が定義の時点で壊れた（これも見抜いたことにはしない: 数えない）
         return Outcome(ex_id, "", "broken", f"{type(exc).__name__}: {exc}")
-    res = _core.run_check(ex_id, local[fn_name])
+    res = ch6.run_check(ex_id, local[fn_name])
     return Outcome(ex_id, "", res.status, res.message)
 
 
@@ -400,20 +643,20 @@ def score(outcomes: list[Outcome]) -> tuple[int, int, int, float]:
     return len(killed), len(counted), len(eq), (len(killed) / denom if denom else 1.0)
 
 
-def report(outcomes: list[Outcome]) -> str:
-    from collections import defaultdict
-
-    per = defaultdict(list)
-    for o in outcomes:
-        per[o.exercise].append(o)
-    lines = [f"{'exercise':10s} {'killed':>6s} {'survived':>8s} {'equiv':>5s} {'broken':>6s}"]
-    for ex in sorted(per, key=lambda e: [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.findall(r"\d+|[a-z]+", e)]):
-        os_ = per[ex]
+def report(outcomes: list[Outcome], few: dict[str, str] | None = None) -> str:
+    """演習ごとの表（見抜いた数 / 数えた変異体の数）、生き残った変異体、全体のスコア。"""
+    few = load_few() if few is None else few
+    lines = [f"{'exercise':10s} {'killed/total':>12s} {'survived':>8s} {'equiv':>5s} {'broken':>6s}"]
+    for ex, os_ in per_exercise(outcomes).items():
+        total = sum(o.status != "broken" for o in os_)
         k = sum(o.killed and o.status != "broken" for o in os_)
         e = sum((not o.killed) and bool(o.equivalent) for o in os_)
         s = sum((not o.killed) and not o.equivalent for o in os_)
         b = sum(o.status == "broken" for o in os_)
-        lines.append(f"{ex:10s} {k:6d} {s:8d} {e:5d} {b:6d}")
+        note = ""
+        if total < MIN_MUTANTS:
+            note = f"  few mutants: {few[ex]}" if ex in few else f"  FEW MUTANTS (< {MIN_MUTANTS}, no reason given)"
+        lines.append(f"{ex:10s} {f'{k}/{total}':>12s} {s:8d} {e:5d} {b:6d}{note}")
     for o in outcomes:
         if not o.killed and not o.equivalent:
             lines.append(f"  SURVIVED {o.exercise} | {o.label}")
@@ -432,7 +675,7 @@ def main(argv=None) -> int:
     for p in paths:
         outcomes += run_notebook(p)
     print(report(outcomes))
-    return 0 if score(outcomes)[3] >= args.min_score else 1
+    return 0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) else 1
 
 
 if __name__ == "__main__":
