@@ -243,7 +243,7 @@ def too_old_line(found: str, min_jax: str, cmd: str, where: str | None = None) -
             f"{fit}次のコマンドで更新し、ランタイム（カーネル）を再起動してください: {cmd}")
 
 
-def status_line(p: Plan, versions: Mapping[str, str | None], *, jax_loaded: bool = False) -> str | None:
+def status_line(p: Plan, versions: Mapping[str, str | None]) -> str | None:
     """このセルで何も入れないときの 1 行。手元のマシンで問題がなければ None（保存した出力を変えないため）。"""
     m = p.machine
     if p.reason == "ok":
