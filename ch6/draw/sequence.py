@@ -15,7 +15,15 @@ import numpy as np
 
 from ._base import Drawing, _box, _figure, _finish, color
 
-_FULL, _DIAG, _SKIP = "#4e79a7", "#f28e2b", "#dddddd"
+_FULL, _DIAG, _SKIP = "#a0cbe8", "#ffbe7d", "#eeeeee"   # 明るい色に濃い文字
+_BAR = "#4e79a7"
+
+
+def _light(i: int) -> str:
+    """パレットの色を白と半々に混ぜた明るい色（濃い文字が読める）。"""
+    h = color(i).lstrip("#")
+    r, g, b = (int(h[k:k + 2], 16) for k in (0, 2, 4))
+    return "#" + "".join(f"{(v + 255) // 2:02x}" for v in (r, g, b))
 
 
 def _as_int_grid(held) -> np.ndarray:
@@ -31,15 +39,14 @@ def ring_attention_steps(held, causal: bool = False, title: str | None = None) -
     j > d（全部捨てる）のどれかで色を変える。"""
     grid = _as_int_grid(held)
     n, steps = grid.shape
-    fig, ax = _figure(max(3.2, 0.95 * n + 1.6), 0.6 * steps + 1.6)
+    fig, ax = _figure(max(3.2, 0.8 * n + 1.4), 0.5 * steps + 1.4)
     for s in range(steps):
         for d in range(n):
             j = int(grid[d, s])
             if causal:
-                face = _FULL if j < d else _DIAG if j == d else _SKIP
-                ink = "black" if j > d else "white"
+                face, ink = (_FULL, "black") if j < d else (_DIAG, "black") if j == d else (_SKIP, "#555555")
             else:
-                face, ink = color(j), "white"
+                face, ink = _light(j), "black"
             _box(ax, d, s * 0.6, 1, 0.6, face, f"K/V {j}", fontsize=8, text_color=ink)
         ax.text(-0.15, s * 0.6 + 0.3, f"ステップ {s}", ha="right", va="center", fontsize=9)
     for d in range(n):
@@ -69,7 +76,7 @@ def expert_load(load: Sequence[int], dropped: Sequence[int] | None = None, capac
     e = load.size
     fig, ax = _figure(max(3.5, 0.6 * e + 2.0), 2.8)
     kept = load - drop
-    ax.bar(range(e), kept, color=_FULL, edgecolor="black", label="処理された")
+    ax.bar(range(e), kept, color=_BAR, edgecolor="black", label="処理された")
     if dropped is not None:
         ax.bar(range(e), drop, bottom=kept, color="#f4a6a6", edgecolor="#b03030", hatch="//", label="落ちた")
         ax.legend(fontsize=8, loc="upper left", frameon=False)
