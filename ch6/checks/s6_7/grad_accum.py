@@ -1,0 +1,68 @@
+"""6.7-2 accumulated_value_and_grad: マイクロバッチを lax.scan で回す勾配累積（損失も、pytree のバッチも）。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, call, exercise, is_close, traced_eqns
+from .common import pair, rng, show, tanh_model
+
+_B = 12
+
+
+def _scan_lengths(fn, loss_fn, params, batch, k) -> tuple[list[int], int]:
+    """k を閉包に入れてトレースした jaxpr の (scan の長さの列, 式の数)。"""
+    eqns = traced_eqns(lambda p, b: fn(loss_fn, p, b, k), params, batch)
+    return [int(e.params["length"]) for e in eqns if e.primitive.name == "scan"], len(eqns)
+
+
+def _grads_match(got, want, scale: float = 1.0) -> bool:
+    import jax
+
+    try:
+        if jax.tree.structure(got) != jax.tree.structure(want):
+            return False
+    except Exception:
+        return False
+    return all(is_close(g, scale * np.asarray(w), rtol=1e-4, atol=1e-6)
+               for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+
+
+@exercise("6.7-2", "accumulated_value_and_grad")
+def check_accumulated_value_and_grad(fn):
+    import jax
+
+    r = rng(2)
+    params, batch, loss_fn = tanh_model(r, _B, 5, 7)
+    want_loss, want_grads = jax.value_and_grad(loss_fn)(params, batch)
+    for k in (3, 4):
+        out = call(fn, loss_fn, params, batch, k)
+        loss, grads = pair(out, "accumulated_value_and_grad", "（loss, grads）")
+        if not is_close(loss, want_loss, rtol=1e-4, atol=1e-6):
+            if is_close(loss, k * np.asarray(want_loss), rtol=1e-4, atol=1e-6) and k > 1:
+                raise Fail(f"k={k} で損失が {k} 倍です。マイクロバッチの損失の和を k で割って平均にしましょう。")
+            raise Fail(f"k={k} の損失が違います: 期待 {float(want_loss):.5g}、実際 {show(loss)}。"
+                       "返すのはバッチ全体の平均の損失（マイクロバッチの損失の平均）です。")
+        if _grads_match(grads, want_grads):
+            continue
+        if k > 1 and _grads_match(grads, want_grads, scale=k):
+            raise Fail(f"k={k} で勾配が {k} 倍です。マイクロバッチの勾配の和を k で割りましょう。")
+        try:
+            same_tree = jax.tree.structure(grads) == jax.tree.structure(want_grads)
+        except Exception:
+            same_tree = False
+        if not same_tree:
+            raise Fail(f"勾配は params と同じ形の pytree のはずですが、{type(grads).__name__} が返りました。"
+                       "jax.value_and_grad(loss_fn) の勾配を jax.tree.map で足し合わせましょう。")
+        raise Fail(f"k={k} の勾配が、バッチ全体の勾配と一致しません。"
+                   "どのマイクロバッチの勾配も足してから k で割ります（最後の 1 つだけにしていませんか）。")
+    lengths, size4 = _scan_lengths(fn, loss_fn, params, batch, 4)
+    if not lengths:
+        raise Fail("jaxpr に scan がありません。マイクロバッチは lax.scan で回しましょう（Python のループは k 個分の計算を並べます）。")
+    if 4 not in lengths:
+        raise Fail(f"k=4 なのに scan の長さが {sorted(set(lengths))} です。scan はマイクロバッチ（k 個）を回します"
+                   "（1 サンプルずつ回すと、マイクロバッチの意味がなくなります）。")
+    _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
+    if size4 != size2:
+        raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} → {size4} と変わりました。"
+                   "Python のループでマイクロバッチを並べていませんか？ lax.scan の中で 1 回分を書きましょう。")
+    return f"隠しのバッチ {_B} 件（辞書）と入れ子の params で、k=3, 4 の損失と勾配がバッチ全体と一致し、scan の長さは k です。"

@@ -1,0 +1,96 @@
+"""6.7-3 fewest_microbatches: メモリの予算（一時領域）に収まる、いちばん少ないマイクロバッチの数。"""
+from __future__ import annotations
+
+from ...checking import Fail, call, exercise
+from .common import number, pair, reference_accumulate, rng, tanh_model
+
+_B = 12  # 約数 1, 2, 3, 4, 6, 12（3 と 6 は 2 のべき乗ではない）
+_DIVISORS = tuple(k for k in range(1, _B + 1) if _B % k == 0)
+_TEMPS: dict[tuple[int, int], int] = {}
+_ARGS: dict[int, int] = {}
+
+
+def _model():
+    return tanh_model(rng(3), _B, 2, 1024)  # 一時領域が k とともに減る大きさ（活性化が重みより大きい）
+
+
+def _temp(k: int) -> int:
+    """k の一時領域（参照の accumulate を static_argnums=(0, 3) で jit してコンパイル）。デバイス数ごとに 1 度だけ。"""
+    import jax
+
+    key = (jax.device_count(), k)
+    if key not in _TEMPS:
+        params, batch, loss_fn = _model()
+        step = jax.jit(reference_accumulate, static_argnums=(0, 3))
+        mem = step.lower(loss_fn, params, batch, k).compile().memory_analysis()
+        _TEMPS[key], _ARGS[key[0]] = mem.temp_size_in_bytes, mem.argument_size_in_bytes
+    return _TEMPS[key]
+
+
+def _with_args(k: int) -> int:
+    """一時領域 + 引数（よくある誤り: 予算と比べるものを取り違える）。"""
+    import jax
+
+    return _temp(k) + _ARGS[jax.device_count()]
+
+
+def _first_fit(budget: float, ks=_DIVISORS, strict: bool = False, size=_temp):
+    for k in ks:
+        t = size(k)
+        if t < budget or (not strict and t == budget):
+            return k
+    return None
+
+
+def _answer(out, budget):
+    """学習者の返り値を確かめて、k（int か None）と一時領域にする。"""
+    k, temp = pair(out, "fewest_microbatches", "（k, 一時領域のバイト数）")
+    if k is None:
+        if temp is not None:
+            raise Fail(f"予算 {budget:,} バイトで k が None なのに、一時領域に {temp!r} が返りました。収まらなければ (None, None) です。")
+        return None, None
+    k_num = number(k, "返した k")
+    if k_num != int(k_num) or int(k_num) not in _DIVISORS:
+        raise Fail(f"k={k!r} はバッチの大きさ {_B} の約数ではありません。約数 {list(_DIVISORS)} だけを試します。")
+    return int(k_num), number(temp, "返した一時領域")
+
+
+@exercise("6.7-3", "fewest_microbatches")
+def check_fewest_microbatches(fn):
+    params, batch, loss_fn = _model()
+    smallest = _temp(_B)  # マイクロバッチ 1 件ずつがいちばん小さい
+    # 予算: 3 で初めて収まる予算（少し余裕）、3 のちょうど、どれでも収まる予算、どれも収まらない予算
+    budgets = [_temp(3) + 8, _temp(3), _temp(1) + 4096, smallest - 1]
+    answers = [_answer(call(fn, reference_accumulate, loss_fn, params, batch, b), b) for b in budgets]
+    got = [k for k, _ in answers]
+    want = [_first_fit(b) for b in budgets]
+    pow2 = tuple(k for k in _DIVISORS if k & (k - 1) == 0)
+    if got != want:
+        # 誤りの並びが丸ごと一致したら、その誤りを名指しする
+        if got == [_first_fit(b, strict=True) for b in budgets]:
+            raise Fail(f"予算 {budgets[1]:,} バイトちょうどの k=3 を飛ばしました。予算ちょうどは収まる（<=）とします。")
+        if got == [_first_fit(b, pow2) for b in budgets]:
+            raise Fail(f"k=3（一時領域 {_temp(3):,} バイト）が収まるのに k={got[0]} が返りました。"
+                       "2 のべき乗だけでなく、バッチの大きさのすべての約数を小さい順に試しましょう。")
+        if got == [_first_fit(b, size=_with_args) for b in budgets]:
+            raise Fail(f"予算 {budgets[0]:,} バイトで k={got[0]} が返りました（期待 k=3、一時領域 {_temp(3):,} バイト）。"
+                       "予算と比べるのは一時領域 memory_analysis().temp_size_in_bytes だけで、引数や出力は足しません。")
+        i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+        budget, g, w = budgets[i], got[i], want[i]
+        if w is None:
+            raise Fail(f"予算 {budget:,} バイトにはどの k も収まらない（k={_B} でも {smallest:,} バイト）のに、"
+                       f"k={g!r} が返りました。収まらなければ (None, None) を返します。")
+        if g is None:
+            raise Fail(f"予算 {budget:,} バイトに k={w}（一時領域 {_temp(w):,} バイト）が収まるのに、None が返りました。"
+                       "temp_size_in_bytes が budget 以下かで判定しましょう。")
+        if g > w:
+            raise Fail(f"予算 {budget:,} バイトに収まるいちばん小さい k は {w} ですが、{g} が返りました。"
+                       "マイクロバッチは少ないほど演算強度が高いので、小さい順に試して最初に収まる k を選びます。")
+        raise Fail(f"k={g} の一時領域は {_temp(g):,} バイトで、予算 {budget:,} バイトを超えています（期待 k={w}）。"
+                   "比べるのは memory_analysis().temp_size_in_bytes です。")
+    for (k, temp), budget in zip(answers, budgets):
+        if k is not None and temp != _temp(k):
+            raise Fail(f"k={k} の一時領域の値が違います: 期待 {_temp(k):,} バイト、実際 {temp:,.0f}。"
+                       "memory_analysis().temp_size_in_bytes をそのまま返しましょう。")
+    return (f"隠しのバッチ {_B} 件で、4 つの予算（少し余裕、ちょうど、十分、足りない）に対して、"
+            f"memory_analysis の一時領域で選んだ k が一致しました（k=1: {_temp(1):,} → k={_B}: {smallest:,} バイト）。")

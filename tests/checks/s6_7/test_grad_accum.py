@@ -1,0 +1,93 @@
+"""6.7-2 accumulated_value_and_grad: 参照と別の正解は通り、和のまま、最後のマイクロバッチだけ、Python のループ、
+1 サンプルずつの scan、勾配だけを返す答えはそれぞれの言葉で落ちる。"""
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from tests.checkhelp import boom, expect, not_done
+
+
+def _split(batch, k):
+    return jax.tree.map(lambda a: a.reshape(k, a.shape[0] // k, *a.shape[1:]), batch)
+
+
+def ref(loss_fn, params, batch, k):
+    def body(total, mb):
+        return jax.tree.map(jnp.add, total, jax.value_and_grad(loss_fn)(params, mb)), None
+
+    zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))
+    total, _ = lax.scan(body, zero, _split(batch, k))
+    return jax.tree.map(lambda a: a / k, total)
+
+
+def strided(loss_fn, params, batch, k):
+    # 別の正解: 飛び飛びに分け（i 番目のマイクロバッチは i, i+k, ...）、割ってから足す
+    micro = jax.tree.map(lambda a: jnp.swapaxes(a.reshape(a.shape[0] // k, k, *a.shape[1:]), 0, 1), batch)
+
+    def body(total, mb):
+        loss, g = jax.value_and_grad(loss_fn)(params, mb)
+        return (total[0] + loss / k, jax.tree.map(lambda t, x: t + x / k, total[1], g)), None
+
+    out, _ = lax.scan(body, (0.0, jax.tree.map(jnp.zeros_like, params)), micro)
+    return list(out)
+
+
+@pytest.mark.parametrize("fn", [ref, strided, jax.jit(ref, static_argnums=(0, 3))])
+def test_correct(fn):
+    expect("6.7-2", fn, "pass", "正解", "scan の長さは k")
+
+
+def summed(loss_fn, params, batch, k):
+    out = ref(loss_fn, params, batch, k)
+    return out[0] * k, jax.tree.map(lambda g: g * k, out[1])
+
+
+def grads_summed(loss_fn, params, batch, k):
+    out = ref(loss_fn, params, batch, k)
+    return out[0], jax.tree.map(lambda g: g * k, out[1])
+
+
+def last_only(loss_fn, params, batch, k):
+    loss, _ = ref(loss_fn, params, batch, k)
+    last = jax.tree.map(lambda a: a[-1], _split(batch, k))
+    return loss, jax.grad(loss_fn)(params, last)
+
+
+def python_loop(loss_fn, params, batch, k):
+    parts = [jax.value_and_grad(loss_fn)(params, jax.tree.map(lambda a: a[i], _split(batch, k))) for i in range(k)]
+    return jax.tree.map(lambda *xs: sum(xs) / k, *parts)
+
+
+def per_sample_scan(loss_fn, params, batch, k):
+    one = jax.tree.map(lambda a: a[:, None], batch)  # 1 サンプルずつ（k を使わない）
+    n = jax.tree.leaves(batch)[0].shape[0]
+    return ref(loss_fn, params, jax.tree.map(lambda a: a.reshape(n, *a.shape[2:]), one), n)
+
+
+def no_scan(loss_fn, params, batch, k):
+    return jax.value_and_grad(loss_fn)(params, batch)
+
+
+def test_wrong_answers_are_named():
+    expect("6.7-2", summed, "fail", "損失が 3 倍", "k で割って")
+    expect("6.7-2", grads_summed, "fail", "勾配が 3 倍")
+    expect("6.7-2", last_only, "fail", "バッチ全体の勾配と一致しません", "最後の 1 つ")
+    expect("6.7-2", python_loop, "fail", "scan がありません")
+    expect("6.7-2", per_sample_scan, "fail", "scan の長さが [12]")
+    expect("6.7-2", no_scan, "fail", "scan がありません")
+    expect("6.7-2", lambda f, p, b, k: ref(f, p, b, k)[1], "fail", "2 つ組")
+    expect("6.7-2", lambda f, p, b, k: (ref(f, p, b, k)[0], [0.0]), "fail", "同じ形の pytree")
+
+
+def test_python_loop_inside_scan_of_length_k_is_caught_by_size():
+    def loop_in_scan(loss_fn, params, batch, k):
+        out = python_loop(loss_fn, params, batch, k)
+        _ = lax.scan(lambda c, x: (c, None), 0.0, jnp.zeros(k))  # 見せかけの scan
+        return out
+    expect("6.7-2", loop_in_scan, "fail", "jaxpr の式の数", "Python のループ")
+
+
+def test_not_done_and_learner_error():
+    expect("6.7-2", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-2", boom, "error", "ZeroDivisionError")

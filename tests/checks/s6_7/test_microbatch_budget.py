@@ -1,0 +1,65 @@
+"""6.7-3 fewest_microbatches: 参照と別の正解は通り、いちばん大きい k、予算ちょうどを飛ばす（<）、2 のべき乗だけ、
+None を返さない、一時領域の値の違い、引数まで数える答えはそれぞれの言葉で落ちる。"""
+import jax
+import pytest
+
+from tests.checkhelp import boom, expect, not_done
+
+
+def _temp(accumulate, loss_fn, params, batch, k, what="temp"):
+    m = jax.jit(accumulate, static_argnums=(0, 3)).lower(loss_fn, params, batch, k).compile().memory_analysis()
+    return m.temp_size_in_bytes if what == "temp" else m.temp_size_in_bytes + m.argument_size_in_bytes
+
+
+def _size(batch):
+    return jax.tree.leaves(batch)[0].shape[0]
+
+
+def make(candidates=None, strict=False, what="temp", largest=False, none=(None, None)):
+    def fn(accumulate, loss_fn, params, batch, budget):
+        n = _size(batch)
+        ks = candidates(n) if candidates else [k for k in range(1, n + 1) if n % k == 0]
+        if largest:
+            ks = ks[::-1]
+        for k in ks:
+            t = _temp(accumulate, loss_fn, params, batch, k, what)
+            if t < budget or (not strict and t == budget):
+                return k, _temp(accumulate, loss_fn, params, batch, k)
+        return none
+    return fn
+
+
+def measure_all(accumulate, loss_fn, params, batch, budget):
+    # 別の正解: 全部測ってから選び、リストで返す
+    n = _size(batch)
+    temps = {k: _temp(accumulate, loss_fn, params, batch, k) for k in range(1, n + 1) if n % k == 0}
+    fits = [k for k in sorted(temps) if temps[k] <= budget]
+    return [fits[0], temps[fits[0]]] if fits else [None, None]
+
+
+@pytest.mark.parametrize("fn", [make(), measure_all])
+def test_correct(fn):
+    expect("6.7-3", fn, "pass", "正解", "4 つの予算")
+
+
+def test_wrong_answers_are_named():
+    expect("6.7-3", make(strict=True), "fail", "予算ちょうど", "<=")
+    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "fail", "すべての約数")
+    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 6) if n % k == 0]), "fail", "いちばん小さい k")
+    expect("6.7-3", make(largest=True), "fail", "いちばん小さい k", "小さい順")
+    expect("6.7-3", make(none=(12, 0)), "fail", "(None, None)")
+    expect("6.7-3", make(what="temp+args"), "fail", "引数や出力は足しません", "temp_size_in_bytes")
+    expect("6.7-3", lambda acc, f, p, b, budget: (1, _temp(acc, f, p, b, 1)), "fail", "超えています")
+
+    def reports_args_too(acc, f, p, b, budget):
+        k, t = make()(acc, f, p, b, budget)
+        return (k, None if k is None else _temp(acc, f, p, b, k, "temp+args"))
+    expect("6.7-3", reports_args_too, "fail", "一時領域の値が違います")
+    expect("6.7-3", lambda *a: (None, None), "fail", "None が返りました")
+    expect("6.7-3", lambda *a: (5, 0), "fail", "約数ではありません")
+    expect("6.7-3", lambda *a: 3, "fail", "2 つ組")
+
+
+def test_not_done_and_learner_error():
+    expect("6.7-3", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-3", boom, "error", "ZeroDivisionError")
