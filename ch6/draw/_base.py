@@ -40,8 +40,19 @@ def _figure(width: float, height: float):
     return fig, fig.add_subplot()
 
 
-def _box(ax, x, y, w, h, face, label, fontsize=10, text_color="white"):
+def ink(face: str) -> str:
+    """face の上で読める文字の色: 明るい色（黄、桃、淡い色）には濃い文字、暗い色には白。"""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(face)
+    return "#1a1a1a" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
+
+
+def _box(ax, x, y, w, h, face, label, fontsize=10, text_color=None):
+    """text_color を省くと、face の明るさから ink(face) を選ぶ。"""
     from matplotlib.patches import Rectangle
+
+    text_color = text_color or ink(face)
 
     ax.add_patch(Rectangle((x, y), w, h, facecolor=face, edgecolor="black", linewidth=1))
     if label:

@@ -134,7 +134,7 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
         face, edge = _FLOW_FILLS[kinds.index(kind)]
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.12",
                                     facecolor=face, edgecolor=edge, linewidth=1.4))
-        ax.text(x, y, text, ha="center", va="center", fontsize=9, linespacing=1.2)
+        ax.text(x, y, text, ha="center", va="center", fontsize=11, linespacing=1.2)
     dashed = {tuple(e) for e in dashed}
     for a, b, label in edges:
         (x0, y0), (x1, y1) = pos[a], pos[b]
@@ -149,7 +149,7 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
                                     linestyle="--" if (a, b) in dashed else "-"))
         if label:
             mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
-            ax.text(mx, my, label, ha="center", va="center", fontsize=8.5, color="#333333",
+            ax.text(mx, my, label, ha="center", va="center", fontsize=10, color="#333333",
                     bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
     # 凡例: 種類ごとの色
     lx, ly = left, bottom + 0.25
@@ -157,12 +157,12 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
         face, edge = _FLOW_FILLS[kinds.index(kind)]
         ax.add_patch(FancyBboxPatch((lx, ly), 0.3, 0.22, boxstyle="round,pad=0,rounding_size=0.05",
                                     facecolor=face, edgecolor=edge, linewidth=1.2))
-        ax.text(lx + 0.38, ly + 0.11, kind, ha="left", va="center", fontsize=8.5)
-        lx += 0.6 + 0.17 * len(kind) + 0.3
+        ax.text(lx + 0.38, ly + 0.11, kind, ha="left", va="center", fontsize=10)
+        lx += 0.6 + 0.2 * len(kind) + 0.3
     ax.set_xlim(left - 0.1, right + 0.1)
     ax.set_ylim(bottom + legend_h + 0.1, top - 0.1)
     ax.set_aspect("equal")
     ax.axis("off")
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.set_title(title, fontsize=12)
     return Drawing(fig, "流れ図: " + "、".join(text.split("\n")[0] for _, text, _, _ in nodes))

@@ -1,4 +1,4 @@
-"""デバイスごとの値の図: 集団通信の前後、値の送り元、続けた段階、リングの各ステップ。"""
+"""デバイスごとの値の図: 集団通信の前後（色は値を送ったデバイス）、続けた段階、リングの各ステップ。"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -16,34 +16,72 @@ def _value_text(v) -> str:
     return f"{v:.3g}"
 
 
+MIXED = "#d9d9d9"  # 全デバイスの値を合わせた値（和・平均・最大）のマスの色
+NOTHING = "#ffffff"  # 何も受け取らなかったマス（origin が負）の色
+
+
+def _sender_color(v: int) -> str:
+    return NOTHING if v < 0 else color(v)
+
+
+def _legend(ax, total_w: float, n: int, mixed: bool, nothing: bool = False) -> None:
+    """図の下に色の凡例を 1 行で書く。"""
+    text = ("色は値を送ったデバイス" + ("、灰色は全デバイスの値を合わせたもの" if mixed else "")
+            + ("、白は何も受け取らなかったマス" if nothing else ""))
+    ax.text(total_w / 2, n + 0.25, text, ha="center", va="top", fontsize=9)
+
+
 def device_values(before, after=None, op: str = "", title: str | None = None,
-                  labels: tuple[str, str] = ("前", "後")) -> Drawing:
+                  labels: tuple[str, str] = ("前", "後"), origin=None) -> Drawing:
     """デバイスごとの値の表（行がデバイス、列が要素）。after を渡すと、集団通信 op の前と後を左右に並べる。
-    before/after は (デバイス数, k) か (デバイス数,) の配列。"""
+    before/after は (デバイス数, k) か (デバイス数,) の配列。
+
+    色の決まりは、前後の図のすべてで 1 つ: **マスの色は、その値を送ったデバイスの色**。「前」のマスは
+    それを持つデバイスの色。「後」のマスは origin（after と同じ形、origin[r][c] = そのマスの値を送ったデバイスの
+    番号。負なら何も受け取らなかったマスで白）があればその色、なければ灰色（和・平均・最大のように、
+    全デバイスの値を合わせた値）。
+    title を省くと「op の前と後」と色の凡例が入る。"""
     panels = [np.atleast_2d(np.asarray(before).reshape(len(before), -1))]
     if after is not None:
         panels.append(np.asarray(after).reshape(len(after), -1))
     n = panels[0].shape[0]
+    faces = [[[color(r)] * panels[0].shape[1] for r in range(n)]]
+    if after is not None:
+        a = panels[1]
+        if origin is None:
+            faces.append([[MIXED] * a.shape[1] for _ in range(n)])
+        else:
+            o = np.asarray(origin).reshape(a.shape).astype(int)
+            faces.append([[_sender_color(v) for v in row] for row in o])
     widths = [p.shape[1] for p in panels]
-    gap = 1.6
+    gap = max(1.6, 0.2 * len(op) + 0.6)
     total_w = sum(widths) + gap * (len(panels) - 1)
-    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    fig, ax = _figure(max(4.2, 0.55 * total_w + 1.2), 0.45 * n + 1.5)
     x = 0.0
     for k, p in enumerate(panels):
         for r in range(n):
             for c in range(p.shape[1]):
-                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+                _box(ax, x + c, r, 1, 1, faces[k][r][c], _value_text(p[r, c]), fontsize=9)
         if len(panels) > 1:
             ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
         x += p.shape[1] + gap
-    title_pad = 20 if len(panels) > 1 else 6
     for r in range(n):
         ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
     if len(panels) > 1:
         ax.annotate("", xy=(widths[0] + gap - 0.2, n / 2), xytext=(widths[0] + 0.2, n / 2),
                     arrowprops=dict(arrowstyle="->", lw=1.5))
         ax.text(widths[0] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
-    _finish(ax, total_w, n, title, pad=title_pad)
+        _legend(ax, total_w, n, origin is None, origin is not None and bool((np.asarray(origin) < 0).any()))
+        _finish(ax, total_w, n + 0.8, title or f"{op} の前と後", pad=20)
+        if origin is None:
+            return Drawing(fig, f"デバイスごとの値 {op}（後は全デバイスの値を合わせたもの）".strip())
+        o = np.asarray(origin).reshape(panels[1].shape).astype(int)
+        if o.shape[1] == 1:
+            src = "デバイスごとの送り元 " + ",".join(str(int(v)) for v in o[:, 0])
+        else:
+            src = "D0 が受け取ったマスの送り元 " + ",".join(str(int(v)) for v in o[0])
+        return Drawing(fig, f"デバイスごとの値 {op}（{src}）".strip())
+    _finish(ax, total_w, n, title or "デバイスごとの値", pad=6)
     return Drawing(fig, f"デバイスごとの値 {op}".strip())
 
 
@@ -51,42 +89,24 @@ def device_values(before, after=None, op: str = "", title: str | None = None,
 
 def device_values_from(before, after, origin, op: str = "", title: str | None = None,
                        labels: tuple[str, str] = ("前", "後")) -> Drawing:
-    """device_values と同じ前後の表で、「後」の各マスを、その値を送ったデバイスの色で塗る。
-    origin は after と同じ形で、origin[r][c] = そのマスの値を送ったデバイスの番号。ノートブックでは、同じ集団通信に
-    lax.axis_index を通して求める（ppermute なら値がどこから来たか、all_gather なら全員の値が届いたことが色でわかる）。"""
-    b = np.atleast_2d(np.asarray(before).reshape(len(before), -1))
-    a = np.asarray(after).reshape(len(after), -1)
-    o = np.asarray(origin).reshape(a.shape).astype(int)
-    n = b.shape[0]
-    gap = 1.6
-    total_w = b.shape[1] + gap + a.shape[1]
-    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
-    for r in range(n):
-        ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
-        for c in range(b.shape[1]):
-            _box(ax, c, r, 1, 1, color(r), _value_text(b[r, c]), fontsize=9)
-        for c in range(a.shape[1]):
-            _box(ax, b.shape[1] + gap + c, r, 1, 1, color(o[r, c]), _value_text(a[r, c]), fontsize=9)
-    ax.text(b.shape[1] / 2, -0.15, labels[0], ha="center", va="bottom", fontsize=10)
-    ax.text(b.shape[1] + gap + a.shape[1] / 2, -0.15, labels[1], ha="center", va="bottom", fontsize=10)
-    ax.annotate("", xy=(b.shape[1] + gap - 0.2, n / 2), xytext=(b.shape[1] + 0.2, n / 2),
-                arrowprops=dict(arrowstyle="->", lw=1.5))
-    ax.text(b.shape[1] + gap / 2, n / 2 - 0.3, op, ha="center", va="bottom", fontsize=10)
-    _finish(ax, total_w, n, title or f"{op}：「{labels[1]}」の色は値を送ったデバイス".lstrip("："), pad=20)
-    sources = ",".join(str(int(v)) for v in o[:, 0])
-    return Drawing(fig, f"デバイスごとの値 {op}（送り元 {sources}…）".strip())
+    """device_values(before, after, op, origin=origin) と同じ: 「後」の各マスを、その値を送ったデバイスの色で塗る。
+    origin は、同じ集団通信に lax.axis_index を通して求める（ppermute なら値がどこから来たか、all_gather なら
+    すべてのデバイスの値が届いたことが色でわかる）。"""
+    return device_values(before, after, op=op, title=title, labels=labels, origin=origin)
 
 
 # ---------------------------------------------------------------- 集団通信を続けたときの段階
 
 def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = None,
-                  title: str | None = None) -> Drawing:
+                  title: str | None = None, origins: Sequence | None = None) -> Drawing:
     """集団通信を続けて行うときの「デバイスごとの値」を、左から段階の順に並べる（device_values の多段版）。
 
     stages[k] は k 段目の値で、(デバイス数, m_k) か (デバイス数,) の配列（行がデバイス）。ops[k] は
     stages[k] から stages[k + 1] への矢印に書く名前（len(ops) == len(stages) - 1）。labels は各段の見出しで、
     省略すると「前」、途中は「<op> の後」、最後は「後」。例: all-reduce = reduce-scatter + all-gather を
-    ``device_stages([x, part, y], ["psum_scatter", "all_gather"])`` で 1 枚に描く。"""
+    ``device_stages([x, part, y], ["psum_scatter", "all_gather"])`` で 1 枚に描く。
+    色の決まりは device_values と同じ（値を送ったデバイスの色）: 最初の段は持つデバイスの色、2 段目からは
+    origins[k - 1]（stages[k] と同じ形の送り元の番号、None なら灰色 = 全デバイスの値を合わせたもの）。"""
     panels = [np.asarray(s).reshape(len(s), -1) for s in stages]
     ops = list(ops)
     if len(panels) < 2 or len(ops) != len(panels) - 1:
@@ -99,14 +119,21 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
     # 矢印の幅は、その上に書く名前の長さに合わせる（全角は 2 文字分）
     gaps = [max(1.6, 0.2 * sum(2 if ord(ch) > 0x2E7F else 1 for ch in op) + 0.6) for op in ops]
     total_w = sum(p.shape[1] for p in panels) + sum(gaps)
-    fig, ax = _figure(max(3.0, 0.55 * total_w + 1.2), 0.45 * n + 1.2)
+    fig, ax = _figure(max(4.2, 0.55 * total_w + 1.2), 0.45 * n + 1.5)
     for r in range(n):
         ax.text(-0.15, r + 0.5, f"D{r}", ha="right", va="center", fontsize=9)
+    origins = list(origins) if origins is not None else [None] * len(ops)
+    if len(origins) != len(ops):
+        raise ValueError(f"origins には 2 段目から後の {len(ops)} 段ぶんが必要です（受け取ったのは {len(origins)} 個）")
+    mixed = False
     x = 0.0
     for k, p in enumerate(panels):
+        o = None if k == 0 or origins[k - 1] is None else np.asarray(origins[k - 1]).reshape(p.shape).astype(int)
+        mixed = mixed or (k > 0 and o is None)
         for r in range(n):
             for c in range(p.shape[1]):
-                _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
+                face = color(r) if k == 0 else (MIXED if o is None else _sender_color(o[r, c]))
+                _box(ax, x + c, r, 1, 1, face, _value_text(p[r, c]), fontsize=9)
         ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
         x += p.shape[1]
         if k < len(ops):
@@ -114,15 +141,17 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
                         arrowprops=dict(arrowstyle="->", lw=1.5))
             ax.text(x + gaps[k] / 2, n / 2 - 0.3, ops[k], ha="center", va="bottom", fontsize=10)
             x += gaps[k]
-    _finish(ax, total_w, n, title, pad=20)
+    _legend(ax, total_w, n, mixed)
+    _finish(ax, total_w, n + 0.8, title or "、".join(ops) + " の各段階", pad=20)
     return Drawing(fig, "デバイスごとの値 " + " → ".join(ops))
 
 
 # ---------------------------------------------------------------- リングのステップ
 
 def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None) -> Drawing:
-    """held[s][d] = ステップ s でデバイス d が持っているブロックの番号の列。行がステップ、列がデバイス。
-    各マスにはブロック番号を並べ、そのステップで新しく受け取ったブロックを太字にする。"""
+    """held[s][d] = ステップ s でデバイス d が持っているシャードの番号（= 持ち主のデバイスの番号）の列。
+    行がステップ、列がデバイス。各マスにはシャードの番号を並べ、そのステップで新しく届いたシャードを送り出した
+    持ち主のデバイスの色で塗る（前後の図と同じく、色は値を送ったデバイス）。"""
     steps, n = len(held), len(held[0])
     fig, ax = _figure(max(3.0, 0.9 * n + 1.4), 0.55 * steps + 1.2)
     for s in range(steps):
@@ -134,5 +163,5 @@ def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None
         ax.text(-0.15, s * 0.6 + 0.3, f"{s} 回目" if s else "最初", ha="right", va="center", fontsize=9)
     for d in range(n):
         ax.text(d + 0.5, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
-    _finish(ax, n, steps * 0.6, title or "リングの各ステップで持っているブロック", pad=20)
+    _finish(ax, n, steps * 0.6, title or "リングの各ステップで持っているシャード（色は新しく届いたシャードの持ち主）", pad=20)
     return Drawing(fig, f"リング {n} デバイス × {steps} ステップ")

@@ -1,0 +1,52 @@
+"""ch6.draw.values: 前後の図の色の決まり（値を送ったデバイスの色、合わせた値は灰色）、題、読める文字の色。"""
+import numpy as np
+
+from ch6 import draw
+from ch6.draw._base import ink
+from tests.drawcheck import small_and_deterministic
+
+
+def test_dark_text_on_light_colours():
+    assert ink("#edc948") != "white" and ink("#ff9da7") != "white" and ink("#d9d9d9") != "white"
+    assert ink("#4e79a7") == "white"
+
+
+def test_every_before_after_figure_has_a_title_and_the_colour_legend():
+    x = np.arange(4.0)
+    d = small_and_deterministic(lambda: draw.device_values(x, np.full(4, 6.0), op="psum"))
+    assert "psum の前と後" in d.texts
+    assert any("灰色は全デバイスの値を合わせたもの" in t for t in d.texts)
+    d = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.roll(np.arange(4), 1))
+    assert "ppermute の前と後" in d.texts and "色は値を送ったデバイス" in d.texts
+    assert "デバイスごとの送り元 3,0,1,2" in d.caption
+
+
+def test_the_after_panel_is_coloured_by_sender_not_by_receiver():
+    x = np.arange(4.0)
+    by_sender = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.roll(np.arange(4), 1))
+    by_row = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.arange(4))
+    mixed = draw.device_values(x, np.roll(x, 1), op="ppermute")
+    assert len({by_sender.png, by_row.png, mixed.png}) == 3
+
+
+def test_all_gather_caption_names_the_senders_of_one_device():
+    x = np.arange(3.0)
+    d = draw.device_values_from(x, np.tile(x, (3, 1)), np.tile(np.arange(3), (3, 1)), op="all_gather")
+    assert "D0 が受け取ったマスの送り元 0,1,2" in d.caption and "0,0,0" not in d.caption
+
+
+def test_stages_after_the_first_are_grey_unless_origins_are_given():
+    part = np.arange(3.0).reshape(3, 1)
+    stages = [np.ones((3, 3)), part, np.tile(part.T, (3, 1))]
+    grey = draw.device_stages(stages, ["psum_scatter", "all_gather"])
+    coloured = draw.device_stages(stages, ["psum_scatter", "all_gather"],
+                                  origins=[None, np.tile(np.arange(3), (3, 1))])
+    assert grey.png != coloured.png
+    assert "psum_scatter、all_gather の各段階" in grey.texts
+
+
+def test_a_cell_that_received_nothing_is_white_and_the_legend_says_so():
+    x = np.arange(3.0)
+    d = draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([-1, 0, 1]))
+    assert any("白は何も受け取らなかったマス" in t for t in d.texts)
+    assert d.png != draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([2, 0, 1])).png
