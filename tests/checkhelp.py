@@ -11,7 +11,10 @@ def boom(*args, **kwargs):
 
 
 def expect(ex, fn, want_status, *words):
+    """run_check の状態が want_status で、メッセージが 1 行で words をすべて含むこと。メッセージを返す。"""
     r = run_check(ex, fn)
     assert r.status == want_status, r.message
+    assert "\n" not in r.message, r.message
     for w in words:
         assert w in r.message, f"{w!r} not in {r.message!r}"
+    return r.message

@@ -1,0 +1,111 @@
+"""6.3c-2 standardize_smap のチェック（ch6/checks/s6_3c/standardize_smap.py）のテスト。"""
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from tests.checkhelp import boom, expect, not_done
+from tests.checks.s6_3c.common import N
+
+
+# 6.3c-2 -------------------------------------------------------------------------------
+def _body(x, eps):
+    mean = lax.pmean(jnp.mean(x, axis=0), "data")
+    var = lax.pmean(jnp.mean((x - mean) ** 2, axis=0), "data")
+    return (x - mean) / jnp.sqrt(var + eps), mean
+
+
+def std_ref(x, eps):
+    return jax.smap(_body, in_axes=(0, None), out_axes=(0, None), axis_name="data")(x, eps)
+
+
+def std_shard_map(x, eps):
+    # 同じ指定を shard_map で（メッシュは set_mesh で与えられたもの）
+    return jax.shard_map(_body, in_specs=(P("data"), P()), out_specs=(P("data"), P()))(x, eps)
+
+
+def std_jit(x, eps):
+    return jax.jit(jax.smap(_body, in_axes=(0, None), out_axes=(0, None), axis_name="data"))(x, eps)
+
+
+def std_moments(x, eps):
+    # 分散を E[x²] − mean² で求めても、数値は許容誤差の中で同じ。返すのはリストでもよい
+    def body(x):
+        mean = lax.pmean(x.mean(axis=0), "data")
+        var = lax.pmean((x * x).mean(axis=0), "data") - mean ** 2
+        return [(x - mean) / jnp.sqrt(var + eps), mean]
+    return list(jax.smap(body, in_axes=0, out_axes=[0, None], axis_name="data")(x))
+
+
+@pytest.mark.parametrize("fn", [std_ref, std_shard_map, std_jit, std_moments])
+def test_6_3c_2_correct(fn):
+    expect("6.3c-2", fn, "pass", "正解", "複製")
+
+
+def _smap(body):
+    return lambda x, eps: jax.smap(body, in_axes=(0, None), out_axes=(0, None), axis_name="data")(x, eps)
+
+
+def std_local(x, eps):
+    def body(x, eps):
+        mean = jnp.mean(x, axis=0)
+        var = jnp.mean((x - mean) ** 2, axis=0)
+        return (x - mean) / jnp.sqrt(var + eps), lax.pmean(mean, "data")
+    return _smap(body)(x, eps)
+
+
+def std_no_eps(x, eps):
+    def body(x, eps):
+        mean = lax.pmean(jnp.mean(x, axis=0), "data")
+        var = lax.pmean(jnp.mean((x - mean) ** 2, axis=0), "data")
+        return (x - mean) / jnp.sqrt(var), mean
+    return _smap(body)(x, eps)
+
+
+def std_mean_of_local_var(x, eps):
+    def body(x, eps):
+        mean = lax.pmean(jnp.mean(x, axis=0), "data")
+        var = lax.pmean(jnp.var(x, axis=0), "data")  # 自分の平均からのずれ
+        return (x - mean) / jnp.sqrt(var + eps), mean
+    return _smap(body)(x, eps)
+
+
+def std_mean_concatenated(x, eps):
+    return jax.smap(_body, in_axes=(0, None), out_axes=(0, 0), axis_name="data")(x, eps)
+
+
+def std_plain(x, eps):
+    mean = x.mean(axis=0)
+    return (x - mean) / jnp.sqrt(x.var(axis=0) + eps), mean
+
+
+def std_gather(x, eps):
+    def body(x, eps):
+        full = lax.all_gather(x, "data", tiled=True)
+        mean = full.mean(axis=0)
+        return (x - mean) / jnp.sqrt(full.var(axis=0) + eps), mean
+    # all_gather の結果は「デバイスごと」の型なので、check_vma=False でないと out_specs=P() と合わない
+    return jax.shard_map(body, in_specs=(P("data"), P()), out_specs=(P("data"), P()), check_vma=False)(x, eps)
+
+
+def std_own_set_mesh(x, eps):
+    with jax.set_mesh(jax.make_mesh((N,), ("data",))):
+        return std_ref(x, eps)
+
+
+def test_6_3c_2_wrong():
+    if N > 1:
+        expect("6.3c-2", std_local, "fail", "各デバイスの中だけ")
+        expect("6.3c-2", std_mean_of_local_var, "fail", "各デバイスの分散")
+        expect("6.3c-2", std_mean_concatenated, "fail", "out_axes=None")
+    expect("6.3c-2", std_no_eps, "fail", "eps")
+    expect("6.3c-2", std_plain, "fail", "shard_map")
+    expect("6.3c-2", std_gather, "fail", "all_gather")
+    expect("6.3c-2", std_own_set_mesh, "fail", "set_mesh")
+    expect("6.3c-2", lambda x, eps: std_ref(x, eps)[0], "fail", "2 つ組")
+    replicated_z = lambda x, eps: jax.smap(_body, in_axes=(0, None), out_axes=(None, None), axis_name="data")(x, eps)  # noqa: E731
+    expect("6.3c-2", replicated_z, "error", "out_specs")  # 型の上の検査なので 1 デバイスでも
+    expect("6.3c-2", not_done, "not_done")
+    expect("6.3c-2", boom, "error", "ZeroDivisionError")
+    expect("6.3c-2", jnp.ones(3), "fail", "関数を渡してください")
