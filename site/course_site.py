@@ -8,23 +8,23 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import tomllib
 from pathlib import Path
 
 from docutils import nodes
 from sphinx.search.ja import SearchJapanese
 from sphinx.transforms import SphinxTransform
 
-ROOT = Path(__file__).resolve().parent.parent
-GLOSSARY = ROOT / "ch6" / "glossary.toml"
-
 # ---------------------------------------------------------------- 用語集
 
 
 def glossary_terms() -> list[dict]:
-    return tomllib.loads(GLOSSARY.read_text(encoding="utf-8"))["term"]
+    """用語集の用語（ch6.glossary が ch6/glossary.toml から読む）。"""
+    from ch6 import glossary
+
+    return [dataclasses.asdict(t) for t in glossary.terms()]
 
 
 def glossary_words() -> list[str]:

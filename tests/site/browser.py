@@ -147,6 +147,9 @@ class Page:
     def requested_urls(self) -> list[str]:
         return [ev["params"]["request"]["url"] for ev in self.events if ev["method"] == "Network.requestWillBeSent"]
 
+    def set_viewport(self, width: int, height: int, mobile: bool = False) -> None:
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=mobile)
+
     def screenshot(self, path: Path) -> None:
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
@@ -200,8 +203,7 @@ class Chromium:
         with urllib.request.urlopen(req, timeout=30) as resp:
             info = json.loads(resp.read())
         page = Page(info["webSocketDebuggerUrl"])
-        page.send("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                  deviceScaleFactor=1, mobile=False)
+        page.set_viewport(self.width, self.height)
         return page
 
     def __exit__(self, *exc) -> None:

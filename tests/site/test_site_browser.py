@@ -203,7 +203,9 @@ def test_each_lesson_links_colab_exercise_and_download(site):
             found = [h for h in downloads if site.rel(h).endswith(f"/{original.name}")]
             assert found, f"{rel}: {original.parent.name}/{original.name} のダウンロードがない"
             contents = {(site.out / site.rel(h)).read_bytes() for h in found}
-            assert original.read_bytes() in contents, f"{rel}: ダウンロードがもとのノートブックと違う"
+            # ビルドのときのもとのノートブック（作業フォルダの写しがもとと同じことは test_site_unit が確かめる）
+            staged = site.out.parent / "src" / "_files" / original.parent.name / original.name
+            assert staged.read_bytes() in contents, f"{rel}: ダウンロードがもとのノートブックと違う"
 
 
 def test_japanese_heading_anchor_is_stable(site):
@@ -249,6 +251,24 @@ def test_search_finds_the_pages_that_use_the_word(site, word):
     found = search(site, word)
     assert uses <= found, f"「{word}」の検索に出ないページ: {sorted(uses - found)}"
     assert found <= contains, f"「{word}」を含まないのに出たページ: {sorted(found - contains)}"
+
+
+def test_pages_fit_a_phone(site):
+    """電話の幅（390 px）でも、どのページも横にはみ出さない（コードと表は枠の中でスクロールする）。"""
+    wide = {}
+    site.page.set_viewport(390, 844, mobile=True)
+    try:
+        for rel in site.content_pages():
+            site.page.navigate(site.base + rel)
+            width, client = site.page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            if width > client + 1:
+                wide[rel] = f"{width} px > {client} px"
+        site.page.navigate(site.base + "notebooks/6_3b_shard_map.html")
+        site.page.screenshot(SCREENSHOTS.parent / "site-phone-6_3b_shard_map.png")
+    finally:
+        site.page.set_viewport(1280, 900)
+    assert not wide, wide
 
 
 def test_one_screenshot_per_lesson(site):
