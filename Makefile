@@ -60,7 +60,7 @@ test-devices: $(STAMP)
 	  $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --devices $$n notebooks solutions exercises || exit 1; \
 	done
 	for n in $(CHECK_DEVICE_COUNTS); do \
-	  $(BIN)/python -m pytest -q -n $(JOBS) --devices $$n tests/test_checks_*.py || exit 1; \
+	  $(BIN)/python -m pytest -q -n $(JOBS) --devices $$n tests/checks || exit 1; \
 	done
 
 # 古い命令セットの CPU でも保存した出力と一致すること（厳密）

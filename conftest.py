@@ -15,7 +15,7 @@ def pytest_addoption(parser):
 
 
 # make quick が飛ばす遅いテスト（カーネルや複数プロセスを起動する・全変異体を実行する）のモジュール
-SLOW_MODULES = ("test_grade", "test_multihost", "test_mutation")
+SLOW_MODULES = ("test_grade", "test_multihost", "test_mutate")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -59,7 +59,7 @@ def n_devices():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """ミューテーションテストのスコア（tests/test_mutation.py）を最後に表示する。"""
+    """ミューテーションテストのスコア（tests/tools/test_mutate.py）を最後に表示する。"""
     for reports in terminalreporter.stats.values():
         for rep in reports:
             for name, value in getattr(rep, "user_properties", []) or []:

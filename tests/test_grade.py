@@ -8,8 +8,8 @@
 提出物は演習の中身によらない作り方をします（関数名と番号は演習ノートブックから読み、正解は解答ノートブックの
 セル、間違いは「文字列を返す」「例外を送出する」「終わらない」）。6.1 の演習が変わっても、このテストは変わりません。
 関数を試すだけの例のセルは、配るノートブック（--reference）からも提出物からも除きます（採点には要らず、時間だけかかる）。
-チェックそれぞれのメッセージは tests/test_checks_*.py が確かめます。
-部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード、表）は tests/test_grading_*.py で
+チェックそれぞれのメッセージは tests/checks/s6_N/test_<module>.py が確かめます。
+部品（名前、判別、ファイルの読み込み、備考、カーネルでの流れ、カーネル内のコード、表）は tests/grading/test_<module>.py で
 カーネルなしに確かめます。
 """
 from __future__ import annotations
@@ -287,7 +287,7 @@ def graded(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        # --reference: 配ったノートブック（同梱の exercises.json が exercises/ と同じかは test_grading_exercises.py が見る）
+        # --reference: 配ったノートブック（同梱の exercises.json が exercises/ と同じかは tests/grading/test_exercises.py が見る）
         rc = cli.main([str(subs), "--csv", str(out_csv), "--json", str(out_json), "--jobs", str(JOBS),
                        "--timeout", str(TIMEOUT), "--check-timeout", str(CHECK_TIMEOUT), "--devices", "2",
                        "--reference", str(reference), "--quiet"])

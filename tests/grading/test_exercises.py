@@ -11,7 +11,7 @@ import pytest
 
 from ch6.grading import exercises
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIX = "exercises/ と食い違っています。python -m ch6.grading.exercises で作り直してください"
 
 

@@ -11,7 +11,7 @@ import pytest
 from ch6.grading import exercises
 from ch6.grading.tamper import TAMPER, longest_increasing, structure_notes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
 CALLS_CHANGED = "チェックの呼び出しが書き換えられたか消されています（{}）。採点は講座のチェックで行いました。"
 

@@ -10,7 +10,7 @@ from ch6.grading import batch, exercises
 from ch6.grading.identify import disambiguate, find, identify, learner_name
 from ch6.grading.model import Row
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IDS = [f"6.1-{k}" for k in range(1, 7)]  # 登録表からの節ごとの演習の例（下で作る）
 
 

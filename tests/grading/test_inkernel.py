@@ -9,7 +9,7 @@ from pathlib import Path
 import ch6
 from ch6.grading import inkernel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOST_ONLY = ("nbformat", "jsonschema", "nbclient", "jupyter_client", "rich")
 
 
