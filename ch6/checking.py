@@ -165,10 +165,10 @@ def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: f
     if bad.any():
         idx = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if err.ndim else ()
         pos = f"位置 {fmt(tuple(int(i) for i in idx))} で" if idx else ""
-        raise Fail(
-            f"{what}の値が違います: {pos}期待 {fmt(w[idx])}、実際 {fmt(g[idx])}"
-            f"（{int(bad.sum())}/{bad.size} 要素が許容誤差外）。{hint}".strip()
-        )
+        count = f"（{int(bad.sum())}/{bad.size} 要素が許容誤差外）" if bad.size > 1 else ""  # スカラーには数えない
+        sep = " " if what[-1:].isascii() and what[-1:].strip() else ""  # 「'w' の値」のように英数字の後は空ける
+        label = what if what.endswith("値") else f"{what}{sep}の値"  # 「の値の値」「戻り値の値」にしない
+        raise Fail(f"{label}が違います: {pos}期待 {fmt(w[idx])}、実際 {fmt(g[idx])}{count}。{hint}".strip())
 
 
 # ---------------------------------------------------------------- jaxpr を使った構造チェック

@@ -49,6 +49,20 @@ def check_batchnorm_image(fn):
         if np.allclose(g, per_image, rtol=1e-3, atol=1e-3):
             raise Fail("画像 1 枚ごとの統計で正規化しています。平均と分散はバッチ全体（lax.pmean(…, 'batch')）と"
                        "全画素（H と W の軸）にわたって取ります。")
+        x64 = xs.astype(np.float64)
+        mean = x64.mean((0, 1, 2))
+        var_image = ((x64 - mean) ** 2).mean((1, 2), keepdims=True)  # 平均は全体、分散は画像ごと
+        if np.allclose(g, (x64 - mean) / np.sqrt(var_image + EPS), rtol=1e-3, atol=1e-3):
+            raise Fail("平均はバッチ全体で取れていますが、分散が画像 1 枚ごとです（分散に lax.pmean がありません）。"
+                       "分散も jnp.mean(…, axis=(0, 1)) の後に lax.pmean(…, 'batch') でバッチ全体の平均にします。")
+        mean_of_vars = x64.var((1, 2)).mean(0)  # 画像ごとの（画像の平均のまわりの）分散の平均
+        if np.allclose(g, (x64 - mean) / np.sqrt(mean_of_vars + EPS), rtol=1e-3, atol=1e-3):
+            raise Fail("分散が、画像ごとの分散（jnp.var(x, axis=(0, 1))）を lax.pmean で平均したものです。"
+                       "それでは画像ごとの平均のずれの分が抜けます。分散はバッチ全体の平均のまわりで "
+                       "(x - 平均) ** 2 を取り、jnp.mean(…, axis=(0, 1)) と lax.pmean で平均します。")
+        if np.allclose(g, (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean((0, 1, 2))) + EPS), rtol=1e-3, atol=1e-3):
+            raise Fail("分散がとても小さいチャネルで値が違います: eps を sqrt の外で足しています。"
+                       "分母は sqrt(分散 + eps) です。")
         per_pixel = (xs - xs.mean(0)) / np.sqrt(xs.var(0) + EPS)
         if np.allclose(g, per_pixel, rtol=1e-3, atol=1e-3):
             raise Fail("画素ごとにバッチの統計を取っています。チャネルごとに、H と W の軸もまとめて平均します"

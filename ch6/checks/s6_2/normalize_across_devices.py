@@ -23,6 +23,13 @@ def check_normalize(fn):
         if n > 1 and is_close(got, local):
             raise Fail("各行（各デバイス）の中だけで合計が 1 になっています。全デバイスの合計で割るには "
                        "lax.psum(x.sum(), axis_name) を使います（pmap に axis_name を付けましょう）。")
+        if is_close(got, xs / xs.sum(axis=0, keepdims=True)):
+            raise Fail("期待は全要素の合計が 1 ですが、列ごと（0 軸方向）に合計が 1 になっています。x / lax.psum(x, axis_name) のように、ベクトル x をそのまま psum していませんか。"
+                       "psum は形を保つので、デバイスをまたいだ要素ごとの和（形 (k,)）になります。"
+                       "先にデバイスの中で jnp.sum(x) してから psum すると、全要素の合計になります。")
+        if n > 1 and is_close(got, want * n):
+            raise Fail(f"値が違います: 全要素の合計が 1 ではなく {n}（デバイスの数）になっています。lax.pmean で割っていませんか。"
+                       "全デバイスの平均ではなく合計で割るので、lax.psum です。")
         expect_close(got, want, f"normalize_across_devices(xs) の結果（xs の形 {(n, k)}）",
                      hint="全要素の合計が 1 になるように、全デバイスの合計で割ります。")
     prims = primitives(fn, xs)

@@ -25,6 +25,28 @@ def needs_comm_by_rule(sx: tuple, sw: tuple, so: tuple) -> str:
     return ""
 
 
+def wrong_order(sx: tuple, sw: tuple, so: tuple) -> str:
+    """返した 3 つの spec のままでは条件を満たさないが、2 つを入れ替えると満たすとき、どの位置に何を置くかの短い文。"""
+    import itertools
+
+    names = ("x_spec", "w_spec", "out_spec")
+    got = (sx, sw, so)
+
+    def ok(x, w, o):
+        return "data" in w and not needs_comm_by_rule(x, w, o)
+
+    if ok(*got):
+        return ""
+    for i, j in itertools.combinations(range(3), 2):
+        order = [0, 1, 2]
+        order[i], order[j] = j, i
+        cand = tuple(got[i] for i in order)
+        if ok(*cand):
+            return "、".join(f"{names[i]} には {show_spec(cand[i], 2)}（返した {names[order[i]]}）"
+                            for i in range(3) if order[i] != i)
+    return ""
+
+
 @exercise("6.3a-3", "no_comm_specs")
 def check_no_comm(fn):
     import jax
@@ -34,6 +56,10 @@ def check_no_comm(fn):
     got = as_pair(call(fn), names)
     specs = [as_spec(s, what, 2, ("data",)) for s, what in zip(got, names)]
     sx, sw, so = (norm_spec(s) for s in specs)
+    swapped = wrong_order(sx, sw, so)
+    if swapped:
+        raise Fail(f"返した 3 つの spec は、2 つを入れ替えると条件を満たします: {swapped}。"
+                   "返すのは (x_spec, w_spec, out_spec) の順です。")
     if "data" not in sw:
         raise Fail(f"w_spec = {show_spec(sw, 2)} では w が全デバイスに複製されます。"
                    "この演習では w が大きいので、どこかの軸を 'data' で分けてください。")

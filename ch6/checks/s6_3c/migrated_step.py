@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, dict_entry, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ...checking import Fail, LearnerError, call, dict_entry, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ..sgd_update import step_with, update_mistake
 from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
 
 
@@ -15,14 +16,30 @@ HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの L
 HIDDEN_L2 = 0.4
 
 
-def _logistic_np(params, x, y, lr, scale=1.0, l2=HIDDEN_L2):
-    """全データでのロジスティック回帰（L2 つき）の 1 ステップ（NumPy）。scale は勾配の倍率（誤答の見分け用）。"""
+def _logistic_grads_np(params, x, y, l2=HIDDEN_L2):
+    """データ x, y でのロジスティック回帰（L2 つき）の損失と勾配 {'w', 'b'}（NumPy）。"""
     w, b = np.asarray(params["w"], np.float64), float(params["b"])
     z = x @ w + b
     loss = float(np.mean(np.logaddexp(0.0, z) - y * z) + l2 * np.sum(w * w))
     r = 1 / (1 + np.exp(-z)) - y
-    gw, gb = x.T @ r / len(y) + 2 * l2 * w, r.mean()
-    return {"w": w - lr * scale * gw, "b": b - lr * scale * gb}, loss
+    return loss, {"w": x.T @ r / len(y) + 2 * l2 * w, "b": r.mean()}
+
+
+def _logistic_np(params, x, y, lr, scale=1.0, l2=HIDDEN_L2):
+    """全データでのロジスティック回帰（L2 つき）の 1 ステップ（NumPy）。scale は勾配の倍率（誤答の見分け用）。"""
+    loss, g = _logistic_grads_np(params, x, y, l2)
+    return step_with(params, {k: scale * v for k, v in g.items()}, lr), loss
+
+
+def _run_step(step, placed, what):
+    """学習者のステップを呼ぶ。lax.pmax を微分しようとしたエラーには、日本語の理由を付ける。"""
+    try:
+        return call(step, *placed)
+    except LearnerError as err:
+        if "Differentiation rule for 'pmax'" in str(err.exc):
+            raise Fail(f"{what}の呼び出しで、lax.pmax を通して微分しようとしてエラーになりました（pmax は微分できません）。"
+                       "全データの平均損失は lax.pmean(loss_fn(...), 'data') で求めます。") from None
+        raise
 
 
 def _step_data(rng, mesh, n, per, d):
@@ -61,7 +78,13 @@ def _check_step_output(out, p0, x, y, n, d, what):
         raise Fail(f"更新が {n} 倍大きすぎます。check_vma=True（既定）の shard_map では、P() で渡したパラメータの勾配は"
                    "自動で全デバイス分 psum されるので、その後の pmean では平均になりません。"
                    "損失を pmean してから grad しましょう。")
-    hint = f"学習率は引数 lr（採点では {HIDDEN_LR}）、損失は引数 loss_fn を使います。"
+    _, grads = _logistic_grads_np(p0, x, y)
+    per = len(y) // n
+    device_grads = [_logistic_grads_np(p0, x[i * per:(i + 1) * per], y[i * per:(i + 1) * per])[1] for i in range(n)]
+    why = update_mistake(p0, {"w": w, "b": b}, grads, HIDDEN_LR, device_grads=device_grads)
+    if why:
+        raise Fail(f"{what}の new_params（軸 'data'、{n} デバイス）の値が違います: {why}")
+    hint = "全データの平均損失の勾配で params - lr * grads を返します（lax.pmean と、P() のパラメータの勾配の扱いに注意）。"
     expect_close(w, want["w"], f"{what}の new_params['w']", hint=hint)
     expect_close(b, want["b"], f"{what}の new_params['b']", hint=hint)
 
@@ -90,13 +113,13 @@ def check_migrated_step(fn):
         raise Fail(f"make_migrated_step はステップ関数（jit した関数）を返すファクトリ関数です"
                    f"（受け取ったのは {type(step).__name__}）。")
     p0, x, y, placed = _step_data(rng, mesh, n, per, d)
-    _check_step_output(call(step, *placed), p0, x, y, n, d, "1 回目")
+    _check_step_output(_run_step(step, placed, "1 回目"), p0, x, y, n, d, "1 回目")
     first = traces[0]
     if first == 0:
         raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。body の中で、ノートブックの損失ではなく"
                    "引数の loss_fn を呼びます（そうしないと、採点で渡した損失も、トレースの回数も反映されません）。")
     p1, x1, y1, placed1 = _step_data(rng, mesh, n, per, d)  # 同じ形、違う値
-    _check_step_output(call(step, *placed1), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
+    _check_step_output(_run_step(step, placed1, "2 回目"), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
     again = traces[0] - first
     if again:
         raise Fail(f"同じ形の入力で 2 回目に呼んだとき、ステップがもう一度トレースされました（loss_fn が呼ばれた回数: "

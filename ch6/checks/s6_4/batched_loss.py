@@ -33,6 +33,32 @@ def _loss1_np(params, xs, ys):
     return (pred - ys) ** 2  # (B,)
 
 
+def _named_mistake(got: float, params, xs, ys) -> str | None:
+    """スカラーの戻り値が、よくある誤りの値と一致すれば、どの引数・軸が違うかの説明。"""
+    d, b = xs.shape
+    per = _loss1_np(params, xs, ys)
+    pred = np.tanh(xs.T @ params["W"].T + params["b"]) @ params["v"]
+    cases = [
+        (((pred[:, None] - ys[None, :]) ** 2).mean(),
+         "ys をバッチにしていません（in_axes の 3 つ目が None）。各サンプルの予測がすべての ys と比べられています。"
+         "ys の 0 軸もバッチなので、in_axes=(None, 1, 0) です。"),
+        (per.sum() / d,
+         f"合計を特徴の数 {d}（xs.shape[0]）で割っています。サンプルの数は xs.shape[1] です（jnp.mean なら数えずに済みます）。"),
+        (float(_loss1_np(params, xs.mean(axis=1, keepdims=True), np.array([ys.mean()]))[0]),
+         "平均した入力の損失になっています（サンプルを先に平均してから 1 回だけ損失を計算）。"
+         "先に各サンプルの損失を vmap で求め、そのあとで平均します。"),
+        (_loss1_np(params, xs.reshape(b, d).T, ys).mean(),
+         f"xs を reshape({b}, {d}) で並べ替えています。reshape は転置ではないので、サンプルの特徴が混ざります。"
+         "バッチの軸は in_axes=(None, 1, 0) で指定します（並べ替えるなら xs.T）。"),
+        (np.sqrt(per.mean()),
+         "平均の平方根になっています。sample_loss の値（2 乗誤差）をそのまま平均します。"),
+    ]
+    for value, why in cases:
+        if np.isclose(got, value, rtol=1e-4, atol=1e-5):
+            return why
+    return None
+
+
 @exercise("6.4-1", "batched_loss")
 def check_batched_loss(fn):
     rng = exercise_rng(1)
@@ -54,6 +80,12 @@ def check_batched_loss(fn):
         if "inconsistent sizes" in text and "argument params" in text:
             raise Fail("vmap が params までバッチ化しようとしています（inconsistent sizes）。"
                        "params は全サンプル共通なので、in_axes の最初は None です。") from None
+        if "map its argument along axis 1" in text:  # in_axes=1 をすべての引数に
+            if f"shape is ({b},)" in text:
+                raise Fail(f"in_axes で ys（形 ({b},)）の 1 軸目をバッチにしようとしています。ys はバッチの 1 つの軸しか"
+                           "持たないので、in_axes の 3 つ目は 0 です: in_axes=(None, 1, 0)。") from None
+            raise Fail("in_axes で params の葉の 1 軸目までバッチにしようとしています（in_axes=1 はすべての引数に効きます）。"
+                       "params は全サンプル共通なので None、xs は 1、ys は 0: in_axes=(None, 1, 0)。") from None
         if "inconsistent sizes" in text:
             raise Fail(f"vmap の軸の大きさがそろいません（inconsistent sizes）: xs の形は (特徴 {d}, バッチ {b}) で、"
                        "バッチは 1 軸目です。in_axes=(None, 1, 0) としましょう。") from None
@@ -65,7 +97,14 @@ def check_batched_loss(fn):
     if shape == () and matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
         raise Fail(f"合計 {float(np.asarray(got)):.4g} が返りました。期待は平均 {want:.4g} です。"
                    "jnp.sum ではなく jnp.mean を使いましょう。")
-    expect_close(got, np.float64(want), "batched_loss の値", rtol=1e-4, atol=1e-5,
+    if shape == (1,):
+        raise Fail("形 (1,) の配列が返りました。期待はスカラー（形 ()）の平均です。"
+                   "jnp.mean の keepdims=True や reshape を外しましょう。")
+    if shape == () and not matches(got, want):
+        why = _named_mistake(float(np.asarray(got)), params, xs, ys)
+        if why:
+            raise Fail(f"batched_loss の戻り値 {float(np.asarray(got)):.4g} は、期待の平均 {want:.4g} と違います: {why}")
+    expect_close(got, np.float64(want), "batched_loss の戻り値", rtol=1e-4, atol=1e-5,
                  hint="xs の 1 軸目がバッチです。各サンプルの損失を vmap で求め、jnp.mean で平均します。")
     expect_no_batch_loop(fn, lambda n: (sample_loss, params, *data(n)))
     return (f"隠し入力（特徴 {d} × {b} サンプル、隠れ層 {h}）で平均損失が一致し、"
