@@ -6,14 +6,17 @@
 - 6.8b-2 ``causal_block_mask``（causal_mask.py）: 大きさの違うブロックの組の因果マスク。``jax.jit`` の中で、
   トレースされたブロック番号で呼びます。
 - 6.8b-3 ``dropped_choices``（moe_capacity.py）: top-2 のルーターの選択から、容量を超えて落ちる選択。
+- 6.8b-4 ``ulysses_attention``（ulysses.py）: 並びが (ヘッド, 系列, 次元) の all-to-all 方式。値を 1 デバイスの
+  アテンションと比べ、jaxpr の ``all_to_all`` の ``split_axis`` / ``concat_axis`` / ``tiled`` を調べます。
 
 どのチェックも、ノートブックにない形と乱数（隠し入力）を使い、よくある誤りはそれぞれの言葉で知らせます。
 """
 from __future__ import annotations
 
-from . import causal_mask, common, moe_capacity, ring_step  # import するとそれぞれの演習が登録される
+from . import causal_mask, common, moe_capacity, ring_step, ulysses  # import するとそれぞれの演習が登録される
 from .causal_mask import check_causal_block_mask
 from .moe_capacity import check_dropped_choices
 from .ring_step import check_ring_step
+from .ulysses import check_ulysses_attention
 
-__all__ = ["check_ring_step", "check_causal_block_mask", "check_dropped_choices"]
+__all__ = ["check_ring_step", "check_causal_block_mask", "check_dropped_choices", "check_ulysses_attention"]

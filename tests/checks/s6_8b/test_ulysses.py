@@ -1,0 +1,84 @@
+"""6.8b-4 ulysses_attention: 並びが (ヘッド, 系列, 次元) の all-to-all 方式。"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.8b-4"
+N = jax.device_count()
+
+
+def attention_hsd(q, k, v):
+    s = jnp.einsum("hqd,hkd->hqk", q, k) / np.sqrt(q.shape[-1])
+    return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def make(fwd=(0, 1), back=(1, 0), tiled=True, send_back=True):
+    def ulysses_attention(q, k, v):
+        def to_heads(x):
+            return lax.all_to_all(x, "seq", split_axis=fwd[0], concat_axis=fwd[1], tiled=tiled)
+        out = attention_hsd(to_heads(q), to_heads(k), to_heads(v))
+        if not send_back:
+            return out
+        return lax.all_to_all(out, "seq", split_axis=back[0], concat_axis=back[1], tiled=tiled)
+    return ulysses_attention
+
+
+def stacked(q, k, v):
+    qkv = lax.all_to_all(jnp.stack([q, k, v]), "seq", split_axis=1, concat_axis=2, tiled=True)
+    return lax.all_to_all(attention_hsd(*qkv), "seq", split_axis=1, concat_axis=0, tiled=True)
+
+
+def gather_kv(q, k, v):
+    kf = lax.all_gather(k, "seq", axis=1, tiled=True)
+    vf = lax.all_gather(v, "seq", axis=1, tiled=True)
+    return attention_hsd(q, kf, vf)
+
+
+def test_reference_passes():
+    expect(EX, make(), Status.PASS, "all_to_all は 4 回")
+
+
+def test_stacked_answer_passes():
+    expect(EX, stacked, Status.PASS)
+
+
+def test_lesson_axes_are_named():
+    expect(EX, make(fwd=(1, 0), back=(0, 1)), Status.FAIL, "教材の (系列, ヘッド, 次元)")
+
+
+def test_wrong_back_axes_are_named():
+    words = ("split_axis",) if N > 1 else ("戻すときは split_axis=1",)
+    expect(EX, make(back=(0, 1)), Status.FAIL, *words)
+
+
+def test_not_sent_back_is_named():
+    if N > 1:
+        expect(EX, make(send_back=False), Status.FAIL, "逆向きの all_to_all")
+    else:
+        expect(EX, make(send_back=False), Status.FAIL, "all_to_all の軸")
+
+
+def test_untiled_and_gather_are_named():
+    expect(EX, gather_kv, Status.FAIL, "all_gather")
+    expect(EX, lambda q, k, v: attention_hsd(q, k, v), Status.FAIL)
+    r_tiled = make(tiled=False)
+    from ch6 import run_check
+    r = run_check(EX, r_tiled)
+    assert r.status in (Status.FAIL, Status.ERROR), r.message
+
+
+@pytest.mark.skipif(N < 2, reason="1 デバイスでは集団通信が何も変えない")
+def test_local_attention_only_is_named():
+    expect(EX, lambda q, k, v: attention_hsd(q, k, v), Status.FAIL, "all_to_all が見つかりません")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")
