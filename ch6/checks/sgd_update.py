@@ -55,7 +55,7 @@ def update_mistake(params, got, grads, lr: float, *, device_grads=None, rtol: fl
         peak = np.max(np.stack([as_vector(dg) for dg in device_grads]), axis=0)
         if is_close(new, p - lr * peak, rtol=rtol, atol=atol):
             return ("勾配をデバイスの間で lax.pmax（要素ごとの最大）でまとめています。"
-                    "全データの勾配はデバイスの勾配の平均なので、lax.pmean を使います。")
+                    "全データの勾配は最大ではなく、デバイスの勾配を足し合わせて作ります（lax.psum / lax.pmean）。")
     c = fitted_rate(params, got, grads)
     if c is not None and not np.isclose(c, lr, rtol=1e-3):
         return (f"更新の向きは合っていますが、学習率が {c:.3g} になっています。学習率は引数 lr"

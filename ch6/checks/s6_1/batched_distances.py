@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32, fmt
-from .common import guard, exercise_rng, shape_of, sizes_fail, Spy, expect_used
-
+from .common import Spy, exercise_rng, expect_used, guard, shape_of, sizes_fail
 
 # 6.1-3 -------------------------------------------------------------------------------
 # B 組の点群 Xs (B, n, d) と共通の点集合 Y (m, d): 距離 (B, n, m)。vmap を 3 段重ねる

@@ -8,7 +8,6 @@ import numpy as np
 from ...checking import Fail, call, exercise, expect_close, f32, jaxpr_primitives
 from .common import exercise_rng, shape_of
 
-
 # 6.1-6 -------------------------------------------------------------------------------
 # 画像のバッチ正規化: 1 枚 (H, W, C) を受け取り、チャネルごとにバッチ全体と全画素の統計で正規化する
 

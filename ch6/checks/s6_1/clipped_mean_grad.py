@@ -5,8 +5,7 @@ import numpy as np
 
 from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
-from .common import expect_tree, guard, exercise_rng, shape_of, Spy, tree_close, expect_used
-
+from .common import Spy, exercise_rng, expect_tree, expect_used, guard, shape_of, tree_close
 
 # 6.1-4 -------------------------------------------------------------------------------
 # DP-SGD の勾配: サンプルごとに勾配のノルムを max_norm 以下に切り詰めてから平均する

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32
-from .common import guard, exercise_rng, sizes_fail, Spy, expect_used
-
+from .common import Spy, exercise_rng, expect_used, guard, sizes_fail
 
 # 6.1-1 -------------------------------------------------------------------------------
 # 1 つの点 x と K 個の中心（centers と、中心ごとの幅 gammas）から K 個の特徴: in_axes=(None, 0, 0)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32, fmt
-from .common import guard, exercise_rng, shape_of, sizes_fail, Spy, expect_used
-
+from .common import Spy, exercise_rng, expect_used, guard, shape_of, sizes_fail
 
 # 6.1-2 -------------------------------------------------------------------------------
 # 時間優先 (T, B, F) の系列と (B,) の長さ: in_axes=(1, 0)、out_axes=1

@@ -1,9 +1,8 @@
 """6.2-1 normalize_across_devices: 全デバイスの合計で割る（lax.psum）。"""
 from __future__ import annotations
 
-from ...checking import Fail, PSUM_NAMES, call, exercise, expect_close, f32, is_close, n_devices
+from ...checking import PSUM_NAMES, Fail, call, exercise, expect_close, f32, is_close, n_devices
 from .common import exercise_rng, primitives
-
 
 # 6.2-1 -------------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ import numpy as np
 from ...checking import Fail, call, exercise, expect_close, expect_shape, f32, is_close, n_devices
 from .common import exercise_rng, primitives
 
-
 # 6.2-3 -------------------------------------------------------------------------------
 
 @exercise("6.2-3", "ring_shift")

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close, f32
 from ... import meshes
+from ...checking import Fail, LearnerError, call, exercise, expect_close, f32
 from ...show import collectives_line
 from .common import comm_counts, exercise_rng, norm_spec, show_spec
+
 
 @exercise("6.3a-4", "attention_scores")
 def check_attention_scores(fn):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, hidden_rng
 from ... import explain, meshes
+from ...checking import Fail, LearnerError, call, hidden_rng
 
 
 def exercise_rng(tag: int) -> np.random.Generator:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ...checking import Fail, call, exercise, expect_close, f32, n_devices
 from ...show import collectives_line
-from .common import as_pair, comm_counts, learner_step, mesh_1d_auto, exercise_rng, as_spec, norm_spec, show_spec
+from .common import as_pair, as_spec, comm_counts, exercise_rng, learner_step, mesh_1d_auto, norm_spec, show_spec
+
 
 def needs_comm_by_rule(sx: tuple, sw: tuple, so: tuple) -> str:
     """1 次元メッシュ上の y = x @ w.T（x は (B, D)、w は (H, D)）が通信なしで済むかを、spec の規則だけで判定する。

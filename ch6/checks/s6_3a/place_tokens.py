@@ -1,9 +1,10 @@
 """6.3a-1 place_tokens のチェック。"""
 from __future__ import annotations
 
-from ...checking import Fail, call, exercise, expect_close, f32
 from ... import meshes
+from ...checking import Fail, call, exercise, expect_close, f32
 from .common import as_pair, exercise_rng, placed_spec, show_spec
+
 
 @exercise("6.3a-1", "place_tokens")
 def check_place_tokens(fn):

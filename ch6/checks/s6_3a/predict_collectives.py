@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...checking import Fail, call, exercise, f32, n_devices
-from .common import comm_counts, mesh_1d_auto, raw_text, exercise_rng
+from .common import comm_counts, exercise_rng, mesh_1d_auto, raw_text
 
 # 演習の表と同じ 5 つのケース: y = a.T @ b（a は (K, M)、b は (K, N)、縮約軸は K）、メッシュは 1 次元 'data'
 PREDICT_CASES = {
@@ -46,7 +46,8 @@ def case_arrays(n: int, seed: int = 2):
 def compiled_case(case: str):
     """PREDICT_CASES の 1 つを、今のデバイス数でコンパイルして (結果, 集団通信の数) を返す。"""
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = mesh_1d_auto()
     sa, sb, so = (NamedSharding(mesh, P(*s)) for s in PREDICT_CASES[case])

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close, f32
 from ... import meshes
+from ...checking import Fail, call, exercise, expect_close, f32
 from ...show import collectives_line
-from .common import comm_counts, learner_step, exercise_rng, norm_spec, placed_spec, show_spec
+from .common import comm_counts, exercise_rng, learner_step, norm_spec, placed_spec, show_spec
+
 
 def gated_mlp(params, x):
     """ゲート付き MLP（SwiGLU 型）の forward。演習 6.3a-5 のノートブックとチェックが、この 1 つの定義を使います。

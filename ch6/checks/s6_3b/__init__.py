@@ -19,15 +19,23 @@
 from __future__ import annotations
 
 from ...show import collectives_line
-from . import common, masked_mean, megatron_mlp, ring_all_gather, rs_matmul_bias, sharded_softmax  # import するとそれぞれの演習が登録される
+from . import (  # import するとそれぞれの演習が登録される
+    common,
+    masked_mean,
+    megatron_mlp,
+    ring_all_gather,
+    rs_matmul_bias,
+    sharded_softmax,
+)
 from .common import AXIS
 from .masked_mean import check_masked_mean
-from .ring_all_gather import check_ring_all_gather
 from .megatron_mlp import check_megatron_mlp
-from .sharded_softmax import check_sharded_softmax
+from .ring_all_gather import check_ring_all_gather
 from .rs_matmul_bias import check_rs_matmul_bias
+from .sharded_softmax import check_sharded_softmax
 
 __all__ = [
     "AXIS", "check_masked_mean", "check_ring_all_gather", "check_megatron_mlp", "check_sharded_softmax",
     "check_rs_matmul_bias", "collectives_line",
+    "common", "masked_mean", "megatron_mlp", "ring_all_gather", "rs_matmul_bias", "sharded_softmax",
 ]

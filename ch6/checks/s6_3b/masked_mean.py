@@ -4,8 +4,19 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
-from .common import AXIS, GATHER, PSUM, close_enough, expect_no_row_loop, forbid, section_mesh, put, exercise_rng, run_learner, wrap
-
+from .common import (
+    AXIS,
+    GATHER,
+    PSUM,
+    close_enough,
+    exercise_rng,
+    expect_no_row_loop,
+    forbid,
+    put,
+    run_learner,
+    section_mesh,
+    wrap,
+)
 
 # 6.3b-1 ------------------------------------------------------------------------------
 # 必須: 集団通信は psum（pmean も可）だけ、all_gather なし、行の Python ループなし、結果は全デバイスで同じ値。

@@ -5,9 +5,20 @@ import numpy as np
 
 from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
 from ...show import collectives_line
-from .common import (AXIS, GATHER, PSUM, close_enough, collectives_of, expect_no_row_loop, forbid, section_mesh, need_callable, put,
-                      exercise_rng, run_learner)
-
+from .common import (
+    AXIS,
+    GATHER,
+    PSUM,
+    close_enough,
+    collectives_of,
+    exercise_rng,
+    expect_no_row_loop,
+    forbid,
+    need_callable,
+    put,
+    run_learner,
+    section_mesh,
+)
 
 # 6.3b-3 ------------------------------------------------------------------------------
 # Megatron 式の MLP（1 層目は列、2 層目は行で分けた重み）にバイアスを足す。

@@ -5,9 +5,24 @@ import numpy as np
 
 from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices, traced_eqns
 from ...show import collectives_line
-from .common import (LOOPS, ALL_TO_ALL, AXIS, GATHER, MAXMIN, PERMUTE, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put,
-                      exercise_rng, run_learner, wrap)
-
+from .common import (
+    ALL_TO_ALL,
+    AXIS,
+    GATHER,
+    LOOPS,
+    MAXMIN,
+    PERMUTE,
+    PSUM,
+    SCATTER,
+    close_enough,
+    collectives_of,
+    exercise_rng,
+    forbid,
+    put,
+    run_learner,
+    section_mesh,
+    wrap,
+)
 
 # 6.3b-2 ------------------------------------------------------------------------------
 # 必須: 集団通信は ppermute だけ（all_gather も psum なども使わない）、全デバイスが全体を列の順に持つ。

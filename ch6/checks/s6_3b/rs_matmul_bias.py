@@ -5,8 +5,20 @@ import numpy as np
 
 from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
 from ...show import collectives_line
-from .common import AXIS, GATHER, PSUM, SCATTER, close_enough, collectives_of, forbid, section_mesh, put, exercise_rng, run_learner, wrap
-
+from .common import (
+    AXIS,
+    GATHER,
+    PSUM,
+    SCATTER,
+    close_enough,
+    collectives_of,
+    exercise_rng,
+    forbid,
+    put,
+    run_learner,
+    section_mesh,
+    wrap,
+)
 
 # 6.3b-5 ------------------------------------------------------------------------------
 # 必須: 通信は reduce-scatter（psum_scatter）1 回だけ（psum・all_gather なし）、b は通信の後で自分の列の分だけ足す。

@@ -4,9 +4,24 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
-from .common import (ALL_TO_ALL, AXIS, GATHER, MAXMIN, PSUM, close_enough, collectives_of, expect_no_row_loop, forbid,
-                      gather_message, gathered_sizes, section_mesh, put, exercise_rng, run_learner, wrap)
-
+from .common import (
+    ALL_TO_ALL,
+    AXIS,
+    GATHER,
+    MAXMIN,
+    PSUM,
+    close_enough,
+    collectives_of,
+    exercise_rng,
+    expect_no_row_loop,
+    forbid,
+    gather_message,
+    gathered_sizes,
+    put,
+    run_learner,
+    section_mesh,
+    wrap,
+)
 
 # 6.3b-4 ------------------------------------------------------------------------------
 # 必須: 各行の本当の最大値を引いてから exp を取る（値の幅が広い入力でもあふれない）、集団通信は最大値の pmax と

@@ -3,10 +3,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, dict_entry, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ...checking import (
+    Fail,
+    LearnerError,
+    call,
+    dict_entry,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    n_devices,
+)
 from ..sgd_update import step_with, update_mistake
 from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
-
 
 # 6.3c-1 ------------------------------------------------------------------------------
 
@@ -44,7 +54,8 @@ def _run_step(step, placed, what):
 
 def _step_data(rng, mesh, n, per, d):
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     x = f32(rng.normal(size=(n * per, d)))
     y = f32(rng.uniform(size=(n * per,)) < 0.5)

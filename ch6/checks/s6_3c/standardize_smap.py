@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, PSUM_NAMES, call, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ...checking import PSUM_NAMES, Fail, call, exercise, expect_close, expect_shape, f32, is_close, n_devices
 from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
-
 
 # 6.3c-2 ------------------------------------------------------------------------------
 
@@ -38,7 +37,8 @@ def _standardize_input(rng, n, per, d):
 @exercise("6.3c-2", "standardize_smap")
 def check_standardize_smap(fn):
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     n = n_devices()
     rng = exercise_rng(2)

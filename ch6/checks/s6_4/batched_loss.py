@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, expect_close, expect_no_batch_loop, f32
-from .common import matches, exercise_rng, shape_of
-
+from .common import exercise_rng, matches, shape_of
 
 # 6.4-1 -------------------------------------------------------------------------------
 # 1 サンプル用の損失をバッチ平均にする（vmap）。バッチは xs の 1 軸目（列）にある

@@ -5,8 +5,7 @@ import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, expect_no_batch_loop, f32
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
-from .common import matches, exercise_rng, shape_of
-
+from .common import exercise_rng, matches, shape_of
 
 # 6.4-2 -------------------------------------------------------------------------------
 # サンプルごとの勾配をサンプルごとにクリップして平均する（DP-SGD の中心）。

@@ -5,8 +5,7 @@ import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, f32
 from ...meshes import mesh_1d
-from .common import matches, exercise_rng
-
+from .common import exercise_rng, matches
 
 # 6.4-3 -------------------------------------------------------------------------------
 # データ並列の学習ステップ: バッチは data 軸で分割、パラメータは複製のまま、コンパイルは 1 回
@@ -91,7 +90,8 @@ def check_dp_train_step(fn):
     import jax
     import jax.numpy as jnp
     import optax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     n = jax.device_count()
     mesh = mesh_1d("data")

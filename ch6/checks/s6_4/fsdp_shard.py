@@ -8,7 +8,6 @@ from ...checking import Fail, LearnerError, call, exercise, f32
 from ...meshes import mesh_1d, mesh_2d
 from .common import exercise_rng
 
-
 # 6.4-4 -------------------------------------------------------------------------------
 # FSDP 風にパラメータを分割: 割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を 'data' で分割
 

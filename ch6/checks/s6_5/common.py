@@ -126,6 +126,7 @@ def jax_namespace() -> dict:
     import jax
     import jax.numpy as jnp
     from jax import lax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     return {"jax": jax, "jnp": jnp, "lax": lax, "P": P, "NamedSharding": NamedSharding, "n_devices": n_devices()}

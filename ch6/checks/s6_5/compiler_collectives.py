@@ -4,8 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from .common import Outcome, auto_mesh, eval_option, grade, jax_namespace, quiz_mesh, outcome_of
-
+from .common import Outcome, auto_mesh, eval_option, grade, jax_namespace, outcome_of, quiz_mesh
 
 # 6.5-8 -------------------------------------------------------------------------------
 # どの集団通信になるか（縮約する軸が分割されている）
@@ -34,7 +33,8 @@ def _measured(n: int, correct: set[str], rule: str) -> tuple[set[str], str]:
 def q8_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from ...hlo import count_collectives
 
@@ -68,7 +68,8 @@ def check_q8(fn):
 def q9_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from ...hlo import count_collectives
 
@@ -110,7 +111,8 @@ Q10_OPTIONS = {
 def q10_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import numpy as np
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = quiz_mesh()
     rows = 4 * n                                           # W 全体の行数（1 デバイスのシャードは 4 行）

@@ -4,8 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from .common import Outcome, eval_option, grade, jax_namespace, quiz_mesh, outcome_of, shapes_text
-
+from .common import Outcome, eval_option, grade, jax_namespace, outcome_of, quiz_mesh, shapes_text
 
 # 6.5-1 -------------------------------------------------------------------------------
 # 入力 x についての、サンプルごとの勾配
@@ -75,7 +74,8 @@ def _q2_shapes(n: int) -> dict[str, tuple]:
 def q2_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = quiz_mesh()
     x2 = jax.device_put(jnp.ones((4 * n, 3)), NamedSharding(mesh, P("data")))
@@ -110,7 +110,8 @@ def q3_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = quiz_mesh()
     w3 = jnp.array([1.0, -2.0])

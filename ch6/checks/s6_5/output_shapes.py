@@ -4,8 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...checking import exercise, fmt, n_devices
-from .common import Outcome, auto_mesh, grade, quiz_mesh, outcome_of
-
+from .common import Outcome, auto_mesh, grade, outcome_of, quiz_mesh
 
 # 6.5-5 -------------------------------------------------------------------------------
 # vmap の出力の形（in_axes=2, out_axes=1）
@@ -52,7 +51,8 @@ def _q6_shapes(n: int) -> dict[str, tuple]:
 def q6_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     mesh = quiz_mesh()
     x = jax.device_put(jnp.ones((2 * n, 6)), NamedSharding(mesh, P("data", None)))
