@@ -49,7 +49,8 @@ def check_ulysses_attention(fn):
                        "attention_hsd の後に逆向きの all_to_all（split_axis=1, concat_axis=0）で (ヘッド, ブロック, 次元) に戻しましょう。")
         if shape != (h, b, d):
             raise Fail(f"1 デバイス分の出力の形が違います: 期待 {fmt((h, b, d))}（ヘッド, ブロック, 次元）、"
-                       f"実際 {fmt(shape) if shape is not None else type(out).__name__}。")
+                       f"実際 {fmt(shape) if shape is not None else type(out).__name__}。"
+                       "all_to_all の軸を確かめましょう: 入れ替えは split_axis=0, concat_axis=1、戻すときは split_axis=1, concat_axis=0 です。")
         return jnp.asarray(out, jnp.float32)
 
     g = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec))
