@@ -19,4 +19,7 @@ from .moe_capacity import check_dropped_choices
 from .ring_step import check_ring_step
 from .ulysses import check_ulysses_attention
 
-__all__ = ["check_ring_step", "check_causal_block_mask", "check_dropped_choices", "check_ulysses_attention"]
+__all__ = [
+    "check_ring_step", "check_causal_block_mask", "check_dropped_choices", "check_ulysses_attention",
+    "causal_mask", "common", "moe_capacity", "ring_step", "ulysses",
+]

@@ -6,21 +6,21 @@ import numpy as np
 from ...checking import Fail, call, exercise, expect_close, f32, fmt, n_devices
 from .common import AXIS, exercise_rng, pairs_text, ppermute_pairs, put, run_learner, same, section_mesh
 
-# 必須: ppermute の組は (i, (i - 1) % n)、最大値が上がったら l と acc を exp(m - m') で測り直す。
+# 必須: ppermute の組は (i, (i - 1) % n)、最大値が上がったら ell と acc を exp(m - m') で測り直す。
 # 自由: einsum か @ か、k と v を別々に送るかタプルで 1 回で送るか。
 
-_NAMES = ("m", "l", "acc", "k_next", "v_next")
+_NAMES = ("m", "ell", "acc", "k_next", "v_next")
 
 
-def _update(q, k, v, m, l, acc, *, scale=True, rescale_l=True, rescale_acc=True, keep_old_max=True):
-    """NumPy の参照（と、よくある誤りの形）。q, k, v: (b, h, d)、m, l: (h, b)、acc: (h, b, d)。"""
+def _update(q, k, v, m, ell, acc, *, scale=True, rescale_l=True, rescale_acc=True, keep_old_max=True):
+    """NumPy の参照（と、よくある誤りの形）。q, k, v: (b, h, d)、m, ell: (h, b)、acc: (h, b, d)。"""
     s = np.einsum("qhd,khd->hqk", q, k)
     if scale:
         s = s / np.sqrt(q.shape[-1])
     m_new = np.maximum(m, s.max(-1)) if keep_old_max else s.max(-1)
     p = np.exp(s - m_new[..., None])
     r = np.exp(m - m_new)
-    l_new = (r if rescale_l else 1.0) * l + p.sum(-1)
+    l_new = (r if rescale_l else 1.0) * ell + p.sum(-1)
     acc_new = (r[..., None] if rescale_acc else 1.0) * acc + np.einsum("hqk,khd->hqd", p, v)
     return m_new, l_new, acc_new
 
@@ -29,10 +29,10 @@ def _blocks(a, n, axis):
     return np.split(a, n, axis=axis)
 
 
-def _global(fn, q, k, v, m, l, acc, n, **kw):
+def _global(fn, q, k, v, m, ell, acc, n, **kw):
     """全デバイス分の参照を、デバイスの順に並べた大域の配列で返す。"""
     parts = [fn(qi, ki, vi, mi, li, ai, **kw) for qi, ki, vi, mi, li, ai in
-             zip(_blocks(q, n, 0), _blocks(k, n, 0), _blocks(v, n, 0), _blocks(m, n, 1), _blocks(l, n, 1),
+             zip(_blocks(q, n, 0), _blocks(k, n, 0), _blocks(v, n, 0), _blocks(m, n, 1), _blocks(ell, n, 1),
                  _blocks(acc, n, 1))]
     return tuple(np.concatenate([p[t] for p in parts], axis=1) for t in range(3))
 
@@ -58,19 +58,19 @@ def check_ring_step(fn):
     m0, l0, acc0 = _global(_update, q, k_prev, v_prev, h_first, np.zeros((h, n * b)), np.zeros((h, n * b, d)), n)
     m0, l0, acc0 = f32(m0), f32(l0), f32(acc0)
 
-    def body(q, k, v, m, l, acc):
-        out = call(fn, q, k, v, m, l, acc)
+    def body(q, k, v, m, ell, acc):
+        out = call(fn, q, k, v, m, ell, acc)
         if not isinstance(out, (tuple, list)) or len(out) != 5:
             got = f"{len(out)} 要素の {type(out).__name__}" if isinstance(out, (tuple, list)) else type(out).__name__
-            raise Fail(f"ring_step は 5 つ組 (m, l, acc, k_next, v_next) を返してください。実際は {got} です。")
-        want = {"m": m.shape, "l": l.shape, "acc": acc.shape, "k_next": k.shape, "v_next": v.shape}
+            raise Fail(f"ring_step は 5 つ組 (m, ell, acc, k_next, v_next) を返してください。実際は {got} です。")
+        want = {"m": m.shape, "ell": ell.shape, "acc": acc.shape, "k_next": k.shape, "v_next": v.shape}
         arrays = []
         for name, x in zip(_NAMES, out):
             shape = tuple(getattr(x, "shape", ())) if hasattr(x, "shape") else None
             if shape != tuple(want[name]):
                 raise Fail(f"返り値の {name} の形が違います: 1 デバイス分の期待 {fmt(tuple(want[name]))}、"
                            f"実際 {fmt(shape) if shape is not None else type(x).__name__}。"
-                           "m と l は (ヘッド, ブロック)、acc は (ヘッド, ブロック, 次元)、k_next と v_next は k, v と同じ形です。")
+                           "m と ell は (ヘッド, ブロック)、acc は (ヘッド, ブロック, 次元)、k_next と v_next は k, v と同じ形です。")
             arrays.append(jnp.asarray(x, jnp.float32))
         return tuple(arrays)
 
@@ -79,7 +79,7 @@ def check_ring_step(fn):
     args = (put(mesh, q, kv), put(mesh, k, kv), put(mesh, v, kv), put(mesh, m0, st), put(mesh, l0, st),
             put(mesh, acc0, st))
     got = [np.asarray(x, np.float64) for x in run_learner(g, *args)]
-    m, l, acc, k_next, v_next = got
+    m, ell, acc, k_next, v_next = got
 
     # 送り方: ppermute の組を jaxpr から読む
     pairs = ppermute_pairs(g, *args) or []
@@ -121,22 +121,22 @@ def check_ring_step(fn):
             raise Fail("スコアを √次元 で割っていません。s = q k^T / sqrt(d)（d は q.shape[-1]）です。")
         expect_close(m, want[0], "m（実行中の最大値）", rtol=1e-4, atol=1e-4,
                      hint="m' = max(m, max_k s)、s = q k^T / sqrt(d) です。")
-    if not (same(l, want[1]) and same(acc, want[2])):
+    if not (same(ell, want[1]) and same(acc, want[2])):
         for kw, text in (
-            (dict(rescale_l=False, rescale_acc=False), "l と acc の両方"),
-            (dict(rescale_l=False), "l"),
+            (dict(rescale_l=False, rescale_acc=False), "ell と acc の両方"),
+            (dict(rescale_l=False), "ell"),
             (dict(rescale_acc=False), "acc"),
         ):
             cand = _global(_update, q, k, v, m0, l0, acc0, n, **kw)
-            if same(l, cand[1]) and same(acc, cand[2]):
+            if same(ell, cand[1]) and same(acc, cand[2]):
                 raise Fail(f"{text}を測り直していません。最大値が m から m' に上がったら、古い値に exp(m - m') を掛けてから"
                            "新しいブロックの分を足します。")
         if same(acc, want[2] / want[1][..., None]):
-            raise Fail("acc を l で割って正規化しています。ステップの途中では割らずに足し込み、割るのは最後のステップの後だけです。")
-        if same(l, _global(_update, q, k, v, m0, l0, acc0, n, scale=False)[1]):
+            raise Fail("acc を ell で割って正規化しています。ステップの途中では割らずに足し込み、割るのは最後のステップの後だけです。")
+        if same(ell, _global(_update, q, k, v, m0, l0, acc0, n, scale=False)[1]):
             raise Fail("スコアを √次元 で割っていません。s = q k^T / sqrt(d)（d は q.shape[-1]）です。")
-        expect_close(l, want[1], "l（exp(s - m) の和）", rtol=1e-4, atol=1e-5,
-                     hint="l' = exp(m - m')·l + Σ exp(s - m') です。")
+        expect_close(ell, want[1], "ell（exp(s - m) の和）", rtol=1e-4, atol=1e-5,
+                     hint="ell' = exp(m - m')·ell + Σ exp(s - m') です。")
         expect_close(acc, want[2], "acc（exp(s - m)·v の和）", rtol=1e-4, atol=1e-5,
                      hint="acc' = exp(m - m')·acc + Σ exp(s - m')·v です。")
     raised = int((want[0] > m0 + 1e-6).sum())

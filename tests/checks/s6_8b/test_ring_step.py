@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from jax import lax
 
@@ -16,7 +15,7 @@ N = jax.device_count()
 
 def make(*, perm="left", rescale_l=True, rescale_acc=True, old_max=True, scale=True, send=True, normalize=False,
          swap_kv=False, use_matmul=False, separate=False):
-    def ring_step(q, k, v, m, l, acc):
+    def ring_step(q, k, v, m, ell, acc):
         n = lax.axis_size("seq")
         if use_matmul:
             s = jnp.transpose(q, (1, 0, 2)) @ jnp.transpose(k, (1, 2, 0))
@@ -27,7 +26,7 @@ def make(*, perm="left", rescale_l=True, rescale_acc=True, old_max=True, scale=T
         m_new = jnp.maximum(m, s.max(axis=-1)) if old_max else s.max(axis=-1)
         p = jnp.exp(s - m_new[..., None])
         r = jnp.exp(m - m_new)
-        l_new = (r if rescale_l else 1.0) * l + p.sum(-1)
+        l_new = (r if rescale_l else 1.0) * ell + p.sum(-1)
         acc_new = (r[..., None] if rescale_acc else 1.0) * acc + jnp.einsum("hqk,khd->hqd", p, v)
         if normalize:
             acc_new = acc_new / l_new[..., None]
@@ -56,9 +55,9 @@ def test_other_correct_answers_pass(kw):
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(rescale_l=False), ("l", "測り直していません")),
+    (dict(rescale_l=False), ("ell", "測り直していません")),
     (dict(rescale_acc=False), ("acc", "測り直していません")),
-    (dict(rescale_l=False, rescale_acc=False), ("l と acc の両方",)),
+    (dict(rescale_l=False, rescale_acc=False), ("ell と acc の両方",)),
     (dict(old_max=False), ("前の最大値",)),
     (dict(scale=False), ("√次元",)),
     (dict(normalize=True), ("正規化",)),
@@ -68,8 +67,8 @@ def test_state_mistakes_are_named(kw, words):
 
 
 def test_m_kept_old_is_named():
-    def keep_m(q, k, v, m, l, acc):
-        _, l2, acc2, kn, vn = make()(q, k, v, m, l, acc)
+    def keep_m(q, k, v, m, ell, acc):
+        _, l2, acc2, kn, vn = make()(q, k, v, m, ell, acc)
         return m, l2, acc2, kn, vn
     expect(EX, keep_m, Status.FAIL, "m が前の値のまま")
 
@@ -91,7 +90,7 @@ def test_no_ppermute_is_named():
 
 def test_wrong_outputs_are_named():
     expect(EX, lambda *a: a[:3], Status.FAIL, "5 つ組")
-    expect(EX, lambda q, k, v, m, l, acc: (m, l, acc[0], k, v), Status.FAIL, "acc の形")
+    expect(EX, lambda q, k, v, m, ell, acc: (m, ell, acc[0], k, v), Status.FAIL, "acc の形")
 
 
 def test_not_done_and_learner_error():
