@@ -55,7 +55,7 @@ def zero_for_one_stage(n_stages, target, n_virtual=1):
 
 
 def test_reference_and_the_closed_form_pass():
-    expect("6.8a-3", by_counting, Status.PASS, "7 通り")
+    expect("6.8a-3", by_counting, Status.PASS, "8 通り")
     expect("6.8a-3", by_formula, Status.PASS)
 
 
