@@ -20,6 +20,10 @@ MIXED = "#d9d9d9"  # 全デバイスの値を合わせた値（和・平均・�
 NOTHING = "#ffffff"  # 何も受け取らなかったマス（origin が負）の色
 
 
+def _sender_text(v) -> str:
+    return "なし" if int(v) < 0 else str(int(v))
+
+
 def _sender_color(v: int) -> str:
     return NOTHING if v < 0 else color(v)
 
@@ -77,9 +81,9 @@ def device_values(before, after=None, op: str = "", title: str | None = None,
             return Drawing(fig, f"デバイスごとの値 {op}（後は全デバイスの値を合わせたもの）".strip())
         o = np.asarray(origin).reshape(panels[1].shape).astype(int)
         if o.shape[1] == 1:
-            src = "デバイスごとの送り元 " + ",".join(str(int(v)) for v in o[:, 0])
+            src = "デバイスごとの送り元 " + ",".join(_sender_text(v) for v in o[:, 0])
         else:
-            src = "D0 が受け取ったマスの送り元 " + ",".join(str(int(v)) for v in o[0])
+            src = "D0 が受け取ったマスの送り元 " + ",".join(_sender_text(v) for v in o[0])
         return Drawing(fig, f"デバイスごとの値 {op}（{src}）".strip())
     _finish(ax, total_w, n, title or "デバイスごとの値", pad=6)
     return Drawing(fig, f"デバイスごとの値 {op}".strip())

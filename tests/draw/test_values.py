@@ -50,3 +50,4 @@ def test_a_cell_that_received_nothing_is_white_and_the_legend_says_so():
     d = draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([-1, 0, 1]))
     assert any("白は何も受け取らなかったマス" in t for t in d.texts)
     assert d.png != draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([2, 0, 1])).png
+    assert "デバイスごとの送り元 なし,0,1" in d.caption
