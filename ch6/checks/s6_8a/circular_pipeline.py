@@ -96,7 +96,8 @@ def _traced_perms(run, w, xs):
 @exercise("6.8a-1", "circular_tick")
 def check_circular_tick(fn):
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     n = n_devices()
     rng = exercise_rng(1)
