@@ -30,6 +30,7 @@ class Rejected:
     pattern: str
     use: str
     allow: str = ""
+    shown: str = ""  # GLOSSARY.md に載せる読みやすい形（省くと pattern から作る）
 
     def find(self, text: str) -> list[str]:
         hits = []
@@ -70,7 +71,7 @@ def markdown() -> str:
         lines.append(f"| {t.ja} | {t.en} | {api} | {t.definition} |")
     lines += ["", "## 使わない言い方 / Rejected variants", "", "| 使わない | 代わりに |", "|---|---|"]
     for r in rejected():
-        shown = r.pattern.replace("\\\\", "\\").replace("|", " / ").replace("\\d+\\s*", "N ").replace("\\s*", " ")
+        shown = r.shown or r.pattern.replace("\\\\", "\\").replace("|", " / ").replace("\\d+\\s*", "N ").replace("\\s*", " ")
         lines.append(f"| {shown} | {r.use} |")
     return "\n".join(lines) + "\n"
 

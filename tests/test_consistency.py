@@ -169,3 +169,11 @@ def test_registry_equals_the_check_calls_in_order():
             f"{path.name}: the check calls are not the registered exercises of {section} in order"
         in_notebooks += [i for i, _ in calls]
     assert sorted(in_notebooks) == sorted(reg), "registered checks that no notebook calls (or the reverse)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_notebook_imports_jax_private_modules(path):
+    """issue 22: jax._src は公開の API ではない。公開の名前のないエラーは型の名前で確かめる（caught.type_name）。"""
+    for cell in _nb(path)["cells"]:
+        if cell["cell_type"] == "code":
+            assert "jax._src" not in _src(cell), f"{path.name}: {_src(cell).splitlines()[0]}"

@@ -1,7 +1,7 @@
 """デバイスごとの値の図: 集団通信の前後（色は値を送ったデバイス）、続けた段階、リングの各ステップ。"""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
