@@ -1,4 +1,10 @@
-"""6.2-2 sgd_step: 勾配を全デバイスで平均する SGD の 1 ステップ（lax.pmean、損失・学習率・軸の名前は引数）。"""
+"""6.2-2 sgd_step: デバイスごとに有効な件数が違うバッチ（mask）で、全データの平均の勾配を取る SGD の 1 ステップ。
+
+各デバイスは同じ形 (per, d) の x を受け持ちますが、mask が 1 の行だけが有効なデータで、0 の行はパディングです。
+全データの平均損失 Σ mask·loss / Σ mask の勾配には、勾配の和と件数の和の 2 つを psum で集めます。
+各デバイスの平均を pmean すると、件数の少ないデバイスのサンプルが重くなります（講義の 5 節の pmean の先の一歩）。
+損失・学習率・軸の名前は引数で受け取り、採点ではノートブックと違うものを渡します。
+"""
 from __future__ import annotations
 
 import re
@@ -6,66 +12,94 @@ import re
 import numpy as np
 
 from ...checking import (
-    Fail, LearnerError, PSUM_NAMES, call, dict_entry, exercise, expect_close, expect_shape, f32, is_close, n_devices,
+    Fail, LearnerError, PSUM_NAMES, call, dict_entry, exercise, expect_close, expect_shape, f32, n_devices,
 )
 from ..sgd_update import as_vector, step_with, update_mistake
 from .common import exercise_rng, primitives
 
-
-# 6.2-2 -------------------------------------------------------------------------------
-
 HIDDEN_AXIS = "replicas"  # 採点で渡す軸の名前（ノートブックの "devices" とは違う）
 HIDDEN_LR = 0.3  # 採点で渡す学習率（ノートブックの LR とは違う）
+NOTEBOOK_LR = 0.1  # ノートブックの LR（引数 lr を使わない答えの見分け用）
+PER, D = 6, 4  # デバイスあたりの行数、特徴の数
 
 
-def _logcosh_loss(params, x, y):
-    """採点で渡す損失（ノートブックの mse_loss とは違う）: 残差の log cosh の平均。"""
+def _logcosh_losses(params, x, y):
+    """採点で渡す損失（ノートブックの squared_errors とは違う）: 行ごとの残差の log cosh、形 (per,)。"""
     import jax.numpy as jnp
 
     r = x @ params["w"] + params["b"] - y
-    return jnp.mean(jnp.logaddexp(r, -r) - jnp.log(2.0))
+    return jnp.logaddexp(r, -r) - jnp.log(2.0)
 
 
-def _logcosh_grads_np(params, x, y):
-    """データ x (N, d), y (N,) での log cosh 損失の勾配 {'w', 'b'}。"""
-    w, b = np.asarray(params["w"], np.float64), float(params["b"])
-    t = np.tanh(x @ w + b - y)  # d log cosh(r) / dr
-    return {"w": x.T @ t / len(y), "b": t.mean()}
-
-
-def _mse_grads_np(params, x, y):
-    """ノートブックの mse_loss の勾配（引数 loss_fn を使わない答えの見分け用）。"""
+def _grads_np(params, x, y, weights, kind="logcosh"):
+    """行ごとの重み weights での損失の重みつき和 Σ weights·loss の勾配 {'w', 'b'}（NumPy）。"""
     w, b = np.asarray(params["w"], np.float64), float(params["b"])
     r = x @ w + b - y
-    return {"w": 2 * x.T @ r / len(y), "b": 2 * r.mean()}
+    t = np.tanh(r) if kind == "logcosh" else 2 * r  # d loss / dr
+    return {"w": x.T @ (weights * t), "b": float(np.sum(weights * t))}
 
 
-def _logcosh_step_np(params, x, y, lr, scale=1.0):
-    """全データ x (N, d), y (N,) での 1 ステップ。scale は勾配の倍率（誤答の見分け用）。"""
-    g = _logcosh_grads_np(params, x, y)
-    return {"w": np.asarray(params["w"], np.float64) - lr * scale * g["w"], "b": float(params["b"]) - lr * scale * g["b"]}
+def _scaled(g, s):
+    return {k: v * s for k, v in g.items()}
 
 
-NOTEBOOK_LR = 0.1  # ノートブックの LR（引数 lr を使わない答えの見分け用）
+def _data(rng, groups, counts):
+    """groups 個のデバイス分の x (groups, PER, D), y, mask。パディングの行は値の大きい別のデータ（無視しないと値が変わる）。"""
+    x = f32(rng.normal(size=(groups, PER, D)))
+    w_true = rng.normal(size=(D,))
+    y = f32(x @ w_true + 0.5 + 0.1 * rng.normal(size=(groups, PER)))
+    mask = np.zeros((groups, PER), np.float32)
+    for g, c in enumerate(counts):
+        mask[g, :c] = 1.0
+    pad = mask == 0
+    x[pad] = f32(rng.normal(size=(int(pad.sum()), D)) * 3.0 + 2.0)
+    y[pad] = f32(rng.normal(size=int(pad.sum())) * 3.0 - 4.0)
+    return x, y, mask
 
 
-def _named_mistake(params, got, xs, ys, lr) -> str | None:
-    """pmap した結果の 1 デバイス分 got が、よくある誤りに当たればその説明。"""
-    d = xs.shape[-1]
-    x, y = xs.reshape(-1, d), ys.reshape(-1)
+def _counts(groups: int) -> list[int]:
+    """デバイスごとの有効な件数: 1 以上 PER 以下で、少なくとも 2 つの値が違う（1 デバイスでもパディングはある）。"""
+    return [[PER, 2, 5, 1, 4, 3][g % 6] for g in range(groups)] if groups > 1 else [4]
+
+
+def _references(params, xs, ys, masks):
+    """正解の勾配と、よくある誤りの勾配（名前つき）。"""
+    groups = len(xs)
+    flat = [a.reshape(-1, *a.shape[2:]) for a in (xs, ys, masks)]
+    x, y, m = flat
+    total = float(m.sum())
+    right = _scaled(_grads_np(params, x, y, m), 1 / total)
+    per_device = [_scaled(_grads_np(params, xd, yd, md), 1 / float(md.sum())) for xd, yd, md in zip(xs, ys, masks)]
+    mean_of_means = {k: np.mean([g[k] for g in per_device], axis=0) for k in ("w", "b")}
+    wrong = [
+        (_scaled(_grads_np(params, x, y, np.ones_like(m)), 1 / m.size),
+         "mask を使っていません: パディングの行まで損失に入っています。各行の損失に mask を掛けてから足します。"),
+        (_scaled(_grads_np(params, x, y, m), 1 / m.size),
+         f"mask は掛けていますが、全部の行の数（{groups} × {PER}）で割っています。割るのは有効な件数の合計 "
+         "lax.psum(jnp.sum(mask), axis_name) です。"),
+        (_scaled(_grads_np(params, x, y, m), 1.0),
+         "勾配を有効な件数の合計で割っていません。Σ mask·loss の勾配を psum したら、lax.psum(jnp.sum(mask), axis_name) で割ります。"),
+    ]
+    if groups > 1 and not np.allclose(as_vector(mean_of_means), as_vector(right), rtol=1e-4, atol=1e-5):
+        wrong.append((mean_of_means,
+                      "各デバイスの平均の勾配を pmean しています。デバイスごとに有効な件数が違うので、件数の少ないデバイスの"
+                      "サンプルが重くなります。勾配の和と件数の和をそれぞれ lax.psum で集めてから割ります。"))
+    return right, per_device, wrong
+
+
+def _named_mistake(params, got, xs, ys, masks, lr) -> str | None:
+    """1 デバイス分の結果 got が、よくある誤りに当たればその説明。"""
+    right, per_device, wrong = _references(params, xs, ys, masks)
+    x, y, m = (a.reshape(-1, *a.shape[2:]) for a in (xs, ys, masks))
+    squared = _scaled(_grads_np(params, x, y, m, kind="squared"), 1 / float(m.sum()))
     for rate in {lr, NOTEBOOK_LR}:
-        if is_close(as_vector(got), as_vector(step_with(params, _mse_grads_np(params, x, y), rate)), rtol=1e-4, atol=1e-5):
-            return ("ノートブックの mse_loss と同じ更新になりました。引数 loss_fn を使っていません。"
-                    "損失は引数の loss_fn で求めます（採点ではノートブックと違う損失を渡します）。")
-    return update_mistake(params, got, _logcosh_grads_np(params, x, y), lr,
-                          device_grads=[_logcosh_grads_np(params, xd, yd) for xd, yd in zip(xs, ys)])
-
-
-def _regression(rng, groups, per, d):
-    x = f32(rng.normal(size=(groups, per, d)))
-    w_true = rng.normal(size=(d,))
-    y = f32(x @ w_true + 0.5 + 0.1 * rng.normal(size=(groups, per)))
-    return x, y
+        if np.allclose(as_vector(got), as_vector(step_with(params, squared, rate)), rtol=1e-4, atol=1e-5):
+            return ("ノートブックの squared_errors と同じ更新になりました。引数 loss_fn を使っていません"
+                    "（採点ではノートブックと違う損失を渡します）。")
+    for grads, why in wrong:
+        if np.allclose(as_vector(got), as_vector(step_with(params, grads, lr)), rtol=1e-4, atol=1e-5):
+            return why
+    return update_mistake(params, got, right, lr, device_grads=per_device)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -79,65 +113,64 @@ def _unbound_axis(exc: LearnerError) -> str | None:
     return m.group(1) if isinstance(exc.exc, NameError) and m else None
 
 
+def _call_pmap(fn, params, xs, ys, masks):
+    import jax
+
+    def stepped(p, x, y, m):  # 1 デバイス分の関数を、引数の軸の名前で pmap する
+        return jax.pmap(fn, axis_name=HIDDEN_AXIS, in_axes=(None, 0, 0, 0), static_broadcasted_argnums=(4, 5, 6))(
+            p, x, y, m, _logcosh_losses, HIDDEN_LR, HIDDEN_AXIS)
+
+    try:
+        return stepped, call(stepped, params, xs, ys, masks)
+    except LearnerError as exc:
+        if isinstance(exc.exc, TypeError) and "positional argument" in str(exc.exc):
+            raise Fail("sgd_step は (params, x, y, mask, loss_fn, lr, axis_name) の 7 つの引数を受け取ります"
+                       f"（「{_first_line(exc.exc)}」）。") from None
+        name = _unbound_axis(exc)
+        if name is None:
+            raise
+        raise Fail(f"集団通信に軸の名前 '{name}' が書かれていますが、軸の名前は引数 axis_name で受け取ります"
+                   f"（採点では '{HIDDEN_AXIS}' を渡します）。lax.psum(…, axis_name) のように引数を使いましょう。") from None
+
+
+def _expect_update(params, got, xs, ys, masks, what):
+    w, b = dict_entry(got, "w", "sgd_step の戻り値"), dict_entry(got, "b", "sgd_step の戻り値")
+    groups = len(xs)
+    expect_shape(w, (groups, D), f"{what}の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
+    w, b = np.asarray(w, np.float64), np.asarray(b, np.float64).reshape(groups)
+    if groups > 1 and not (np.allclose(w, w[:1], atol=1e-6) and np.allclose(b, b[:1], atol=1e-6)):
+        raise Fail(f"{what}で、デバイスごとに違うパラメータになりました: 勾配をデバイスの間でまとめていません。"
+                   "勾配の和と有効な件数の和を lax.psum(…, axis_name) で全デバイス分集めます。")
+    one = {"w": w[0], "b": b[0]}
+    why = _named_mistake(params, one, xs, ys, masks, HIDDEN_LR)
+    if why:
+        raise Fail(f"{what}の更新後のパラメータの値が違います: {why}")
+    right, _, _ = _references(params, xs, ys, masks)
+    want = step_with(params, right, HIDDEN_LR)
+    hint = "全データの平均損失 Σ mask·loss / Σ mask の勾配で、params - lr * grads を返します。"
+    expect_close(one["w"], want["w"], f"{what}の更新後の 'w'", hint=hint)
+    expect_close(one["b"], want["b"], f"{what}の更新後の 'b'", hint=hint)
+
+
 @exercise("6.2-2", "sgd_step")
 def check_sgd_step(fn):
     import jax
 
     n = n_devices()
     rng = exercise_rng(2)
-    d, per = 4, 6
-    params = {"w": f32(rng.normal(size=(d,)) * 0.3), "b": np.float32(0.2)}
-    xs, ys = _regression(rng, n, per, d)
-    want = _logcosh_step_np(params, xs.reshape(-1, d), ys.reshape(-1), HIDDEN_LR)
-    hint = ("各デバイスで引数 loss_fn の勾配を求め、lax.pmean(grads, axis_name) で平均してから "
-            "params - lr * grads を返します。")
-
-    def stepped(p, x, y):  # 1 デバイス分の関数を、引数の軸の名前で pmap する
-        return jax.pmap(fn, axis_name=HIDDEN_AXIS, in_axes=(None, 0, 0), static_broadcasted_argnums=(3, 4, 5))(
-            p, x, y, _logcosh_loss, HIDDEN_LR, HIDDEN_AXIS)
-
-    try:
-        got = call(stepped, params, xs, ys)
-    except LearnerError as exc:
-        if isinstance(exc.exc, TypeError) and "positional argument" in str(exc.exc):
-            raise Fail("sgd_step は (params, x, y, loss_fn, lr, axis_name) の 6 つの引数を受け取ります"
-                       f"（「{_first_line(exc.exc)}」）。") from None
-        name = _unbound_axis(exc)
-        if name is None:
-            raise
-        raise Fail(f"集団通信に軸の名前 '{name}' が書かれていますが、軸の名前は引数 axis_name で受け取ります"
-                   f"（採点では '{HIDDEN_AXIS}' を渡します）。lax.pmean(grads, axis_name) のように引数を使いましょう。") from None
-    gw, gb = dict_entry(got, "w", "sgd_step の戻り値"), dict_entry(got, "b", "sgd_step の戻り値")
-    expect_shape(gw, (n, d), "pmap した結果の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
-    gw, gb = np.asarray(gw), np.asarray(gb)
-    if n > 1 and not (np.allclose(gw, gw[:1], atol=1e-6) and np.allclose(gb, gb[:1], atol=1e-6)):
-        raise Fail("デバイスごとに違うパラメータになりました: 勾配を平均していません。"
-                   "grad の後で lax.pmean(grads, axis_name) で全デバイスの平均を取りましょう。")
-    if n > 1 and is_close(gw[0], _logcosh_step_np(params, xs.reshape(-1, d), ys.reshape(-1), HIDDEN_LR, scale=n)["w"]):
-        raise Fail(f"更新が {n} 倍大きすぎます: 勾配を psum で合計しています。平均は lax.pmean です。")
-    why = _named_mistake(params, {"w": gw[0], "b": gb[0]}, xs, ys, HIDDEN_LR)
-    if why:
-        raise Fail(f"更新後のパラメータ（軸 '{HIDDEN_AXIS}'、{n} デバイス）の値が違います: {why}")
-    expect_close(gw[0], want["w"], "更新後の 'w'", hint=hint)
-    expect_close(gb[0], want["b"], "更新後の 'b'", hint=hint)
-    # デバイスの数に依らない確認: vmap(axis_name=...) でも同じ集団通信が使える（軸の大きさ 3）
-    x3, y3 = _regression(rng, 3, per, d)
-    want3 = _logcosh_step_np(params, x3.reshape(-1, d), y3.reshape(-1), HIDDEN_LR)
-    got3 = call(jax.vmap(lambda p, x, y: fn(p, x, y, _logcosh_loss, HIDDEN_LR, HIDDEN_AXIS),
-                         in_axes=(None, 0, 0), axis_name=HIDDEN_AXIS), params, x3, y3)
-    w3 = np.asarray(dict_entry(got3, "w", "sgd_step の戻り値"))
-    b3 = np.asarray(dict_entry(got3, "b", "sgd_step の戻り値"))
-    if is_close(w3[0], _logcosh_step_np(params, x3.reshape(-1, d), y3.reshape(-1), HIDDEN_LR, scale=3)["w"]):
-        raise Fail("軸の大きさ 3 で更新が 3 倍大きすぎます: 勾配を psum で合計しています。平均は lax.pmean です。")
-    why = _named_mistake(params, {"w": w3[0], "b": b3.reshape(-1)[0]}, x3, y3, HIDDEN_LR)
-    if why:
-        raise Fail(f"vmap(axis_name='{HIDDEN_AXIS}') で 3 グループにしたときの更新の値が違います: {why}")
-    expect_close(w3[0], want3["w"], f"vmap(axis_name='{HIDDEN_AXIS}') で 3 グループにしたときの 'w'",
-                 hint="lax.pmean(grads, axis_name) で平均します。")
-    prims = primitives(stepped, params, xs, ys)
+    params = {"w": f32(rng.normal(size=(D,)) * 0.3), "b": np.float32(0.2)}
+    xs, ys, masks = _data(rng, n, _counts(n))
+    stepped, got = _call_pmap(fn, params, xs, ys, masks)
+    _expect_update(params, got, xs, ys, masks, f"pmap（軸 '{HIDDEN_AXIS}'、{n} デバイス）")
+    # デバイスの数に依らない確認: vmap(axis_name=...) でも同じ集団通信が使える（軸の大きさ 3、件数 6・2・5）
+    x3, y3, m3 = _data(rng, 3, _counts(3))
+    got3 = call(jax.vmap(lambda p, x, y, m: fn(p, x, y, m, _logcosh_losses, HIDDEN_LR, HIDDEN_AXIS),
+                         in_axes=(None, 0, 0, 0), axis_name=HIDDEN_AXIS), params, x3, y3, m3)
+    _expect_update(params, got3, x3, y3, m3, f"vmap(axis_name='{HIDDEN_AXIS}') で件数 {_counts(3)} の 3 グループにしたとき")
+    prims = primitives(stepped, params, xs, ys, masks)
     if not prims & PSUM_NAMES:
         extra = "all_gather で全データを集めるより、" if "all_gather" in prims else ""
-        raise Fail(f"jaxpr にデバイス間の平均（psum）が見つかりません。{extra}"
-                   "勾配は lax.pmean(grads, axis_name) で平均しましょう。")
-    return (f"隠し入力（{n} デバイス × {per} 件、採点用の損失と学習率 {HIDDEN_LR}、軸 '{HIDDEN_AXIS}'）で"
-            "全データの 1 ステップと一致し、勾配を pmean で平均しています。")
+        raise Fail(f"jaxpr にデバイス間の和（psum）が見つかりません。{extra}"
+                   "勾配の和と有効な件数の和は lax.psum(…, axis_name) で集めましょう。")
+    return (f"隠し入力（{n} デバイス × {PER} 行、有効な件数 {_counts(n)}、採点用の損失と学習率 {HIDDEN_LR}、"
+            f"軸 '{HIDDEN_AXIS}'）で全データの平均の 1 ステップと一致し、psum でまとめています。")
