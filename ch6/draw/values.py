@@ -157,15 +157,18 @@ def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None
     行がステップ、列がデバイス。各マスにはシャードの番号を並べ、そのステップで新しく届いたシャードを送り出した
     持ち主のデバイスの色で塗る（前後の図と同じく、色は値を送ったデバイス）。"""
     steps, n = len(held), len(held[0])
-    fig, ax = _figure(max(3.0, 0.9 * n + 1.4), 0.55 * steps + 1.2)
+    labels = [[" ".join(str(b) for b in held[s][d]) for d in range(n)] for s in range(steps)]
+    # マスの幅は、いちばん長い文字列が枠からはみ出さない大きさにする（1 文字 ≈ 0.085 単位、font 8）
+    cw = max(1.0, 0.085 * max(len(t) for row in labels for t in row) + 0.25)
+    fig, ax = _figure(max(3.0, 0.9 * n * cw + 1.4), 0.55 * steps + 1.2)
     for s in range(steps):
         for d in range(n):
             blocks = list(held[s][d])
             new = [b for b in blocks if s == 0 or b not in held[s - 1][d]]
             face = color(new[-1]) if new else "#dddddd"
-            _box(ax, d, s * 0.6, 1, 0.6, face, " ".join(str(b) for b in blocks), fontsize=8)
+            _box(ax, d * cw, s * 0.6, cw, 0.6, face, labels[s][d], fontsize=8)
         ax.text(-0.15, s * 0.6 + 0.3, f"{s} 回目" if s else "最初", ha="right", va="center", fontsize=9)
     for d in range(n):
-        ax.text(d + 0.5, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
-    _finish(ax, n, steps * 0.6, title or "リングの各ステップで持っているシャード（色は新しく届いたシャードの持ち主）", pad=20)
+        ax.text(d * cw + cw / 2, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
+    _finish(ax, n * cw, steps * 0.6, title or "リングの各ステップで持っているシャード（色は新しく届いたシャードの持ち主）", pad=20)
     return Drawing(fig, f"リング {n} デバイス × {steps} ステップ")
