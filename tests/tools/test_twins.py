@@ -73,5 +73,5 @@ def test_an_md_edit_reaches_the_notebook_and_keeps_other_outputs(pair):
 
 def test_outputs_twin_reads_figures_as_text(pair):
     text = twins.outputs_path(pair).read_text(encoding="utf-8")
-    assert "[PNG " in text and "<図: デバイスごとの値 psum>" in text
+    assert "[PNG " in text and "<図: デバイスごとの値 psum（後は全デバイスの値を合わせたもの）>" in text
     assert "iVBOR" not in text  # base64 の PNG は入らない
