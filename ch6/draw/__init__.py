@@ -1,4 +1,4 @@
-"""本物のオブジェクト（メッシュ、シャーディングされた配列、集団通信の前後の値）から図を描く。
+"""実際のオブジェクト（メッシュ、シャーディングされた配列、集団通信の前後の値）から図を描く。
 
 どの関数も :class:`Drawing` を返します。ノートブックのセルの最後に置くと PNG で表示され、
 ``.texts`` で図の中の文字（デバイス番号、仕様、ラベル）を確かめられます（テストが使う）。
@@ -14,11 +14,12 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`roofline`・:func:`step_times`・:func:`memory_bars`・:func:`decision`: 費用とメモリ（6.7 節、cost.py）
 - :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: 系列並列と専門家並列（6.8b 節、sequence.py）
 - :func:`pipeline_schedule`・:func:`bubble_fractions`: パイプラインのスケジュール表とバブルの割合（6.8a 節、pipeline.py）
+- :func:`ink`: 塗りの色に読みやすい文字の色（明るい色には濃い文字）
 - :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
 """
 from __future__ import annotations
 
-from ._base import DPI, Drawing, color
+from ._base import DPI, Drawing, color, ink
 from .cost import decision, memory_bars, roofline, step_times
 from .arrays import mesh, process_grid, shard_layout, sharding, shardings
 from .diagrams import flowchart, timeline, vmap_axes
@@ -26,7 +27,7 @@ from .values import device_stages, device_values, device_values_from, ring_steps
 from .sequence import dropped_vs_capacity, expert_load, ring_attention_steps
 from .pipeline import bubble_fractions, pipeline_schedule
 
-__all__ = ["DPI", "Drawing", "color", "mesh", "shard_layout", "sharding", "shardings", "process_grid",
+__all__ = ["DPI", "Drawing", "color", "ink", "mesh", "shard_layout", "sharding", "shardings", "process_grid",
            "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart",
            "ring_attention_steps", "expert_load", "dropped_vs_capacity",
            "roofline", "step_times", "memory_bars", "decision",

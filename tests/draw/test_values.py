@@ -2,13 +2,12 @@
 import numpy as np
 
 from ch6 import draw
-from ch6.draw._base import ink
 from tests.drawcheck import small_and_deterministic
 
 
 def test_dark_text_on_light_colours():
-    assert ink("#edc948") != "white" and ink("#ff9da7") != "white" and ink("#d9d9d9") != "white"
-    assert ink("#4e79a7") == "white"
+    assert draw.ink("#edc948") != "white" and draw.ink("#ff9da7") != "white" and draw.ink("#d9d9d9") != "white"
+    assert draw.ink("#4e79a7") == "white"
 
 
 def test_every_before_after_figure_has_a_title_and_the_colour_legend():
