@@ -32,13 +32,14 @@ def reference_layout(model: dict, hw, n: int):
 def _cases(r):
     """(説明, model, hw, n): 答えが DP・FSDP・TP・None のそれぞれになる隠しの場面（数字は少しずつ揺らす）。"""
     j = lambda v: float(v * r.uniform(0.9, 1.1))  # noqa: E731
-    fast = HiddenChip("隠しチップ（容量大）", j(1e15), j(4e12), j(8e11), 150e9)
+    fast = HiddenChip("隠しチップ（容量大）", j(1e15), j(4e12), j(8e11), 80e9)
     small = HiddenChip("隠しチップ（容量小）", j(3e14), j(1e12), j(2e11), 24e9)
     return [
         ("21 億の重み・容量大", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 65536, "act": 4.0}, fast, 8),
         ("21 億の重み・容量小", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 65536, "act": 4.0}, small, 16),
         ("幅の広いモデル・小さいバッチ", {"params": j(1.07e10), "width": 16384, "layers": 40, "batch": 2048, "act": 4.0}, fast, 8),
         ("TP だけ活性化が入らない", {"params": j(1.07e10), "width": 16384, "layers": 40, "batch": 12288, "act": 20.0}, fast, 8),
+        ("FSDP と TP が両方収まる", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 16384, "act": 4.0}, small, 16),
         ("大きすぎるモデル", {"params": j(4e11), "width": 32768, "layers": 96, "batch": 65536, "act": 4.0}, small, 16),
     ]
 
@@ -70,7 +71,7 @@ def check_choose_layout(fn):
         wants.append(reference_layout(model, hw, n))
     assert set(wants) == {"DP", "FSDP", "TP", None}, wants  # 隠しの場面がすべての答えを含む
     if gots == wants:
-        return "隠しのモデルとチップの行 5 つで、選んだ方式が一致しました（答えが DP・FSDP・TP・None の場面をすべて含みます）。"
+        return "隠しのモデルとチップの行 6 つで、選んだ方式が一致しました（答えが DP・FSDP・TP・None の場面をすべて含みます）。"
     for est_kw, pick_kw, message in _MISTAKES:
         wrong = [pick(estimates(m, hw, n, **est_kw), hw.hbm_bytes, **pick_kw) for _, m, hw, n in cases]
         if gots == wrong:

@@ -59,8 +59,8 @@ def _answer(out, budget):
 def check_fewest_microbatches(fn):
     params, batch, loss_fn = _model()
     smallest = _temp(_B)  # マイクロバッチ 1 件ずつがいちばん小さい
-    # 予算: 3 で初めて収まる予算（少し余裕）、3 のちょうど、どれでも収まる予算、どれも収まらない予算
-    budgets = [_temp(3) + 8, _temp(3), _temp(1) + 4096, smallest - 1]
+    # 予算: 3 で初めて収まる予算（少し余裕）、3 のちょうど、どれでも収まる予算、k=B だけが収まる予算、どれも収まらない予算
+    budgets = [_temp(3) + 8, _temp(3), _temp(1) + 4096, smallest, smallest - 1]
     answers = [_answer(call(fn, reference_accumulate, loss_fn, params, batch, b), b) for b in budgets]
     got = [k for k, _ in answers]
     want = [_first_fit(b) for b in budgets]
@@ -92,5 +92,5 @@ def check_fewest_microbatches(fn):
         if k is not None and temp != _temp(k):
             raise Fail(f"k={k} の一時領域の値が違います: 期待 {_temp(k):,} バイト、実際 {temp:,.0f}。"
                        "memory_analysis().temp_size_in_bytes をそのまま返しましょう。")
-    return (f"隠しのバッチ {_B} 件で、4 つの予算（少し余裕、ちょうど、十分、足りない）に対して、"
+    return (f"隠しのバッチ {_B} 件で、5 つの予算（少し余裕、ちょうど、十分、k={_B} だけ、足りない）に対して、"
             f"memory_analysis の一時領域で選んだ k が一致しました（k=1: {_temp(1):,} → k={_B}: {smallest:,} バイト）。")

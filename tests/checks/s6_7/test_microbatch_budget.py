@@ -39,7 +39,7 @@ def measure_all(accumulate, loss_fn, params, batch, budget):
 
 @pytest.mark.parametrize("fn", [make(), measure_all])
 def test_correct(fn):
-    expect("6.7-3", fn, "pass", "正解", "4 つの予算")
+    expect("6.7-3", fn, "pass", "正解", "5 つの予算")
 
 
 def test_wrong_answers_are_named():
