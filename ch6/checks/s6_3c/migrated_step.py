@@ -1,5 +1,9 @@
-"""6.3c-1 make_migrated_step: pmap の SGD ステップを jax.jit(jax.shard_map(...)) に移し、1 度だけ作って返す。"""
+"""6.3c-1 make_migrated_step: 1 次元の pmap の SGD ステップを、2 次元メッシュ ('host', 'local') の
+jax.jit(jax.shard_map(...)) に移し、1 度だけ作って返す。バッチは 2 つの軸をまとめて全デバイスに分割
+（P(('host', 'local'))）し、平均も 2 つの軸の両方で取る（講義の 1 次元の移行の先の一歩）。"""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -14,9 +18,11 @@ from ...checking import (
     f32,
     is_close,
     n_devices,
+    one_line,
 )
+from ...meshes import mesh_2d_shape
 from ..sgd_update import step_with, update_mistake
-from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
+from .common import exercise_rng, learner_eqns, pair, shard_map_axes
 
 # 6.3c-1 ------------------------------------------------------------------------------
 
@@ -24,6 +30,7 @@ HIDDEN_LR = 0.35  # 6.3c-1 の採点で渡す学習率（ノートブックの L
 # 採点で渡す損失には L2 正則化が付く（ノートブックの logistic_loss とは違う）。引数 loss_fn を使わず
 # ノートブックの損失を直接呼ぶ答えは、この項の分だけ更新がずれるので見分けられる
 HIDDEN_L2 = 0.4
+AXES = ("host", "local")  # 採点のメッシュの軸（問題文に書いてある）。バッチは P(AXES) で両方の軸をまとめて分割
 
 
 def _logistic_grads_np(params, x, y, l2=HIDDEN_L2):
@@ -46,10 +53,38 @@ def _run_step(step, placed, what):
     try:
         return call(step, *placed)
     except LearnerError as err:
-        if "Differentiation rule for 'pmax'" in str(err.exc):
+        text = str(err.exc)
+        if "Differentiation rule for 'pmax'" in text:
             raise Fail(f"{what}の呼び出しで、lax.pmax を通して微分しようとしてエラーになりました（pmax は微分できません）。"
-                       "全データの平均損失は lax.pmean(loss_fn(...), 'data') で求めます。") from None
+                       "全データの平均損失は lax.pmean(loss_fn(...), ('host', 'local')) で求めます。") from None
+        if "out_specs which require replication" in text:
+            raise Fail(f"{what}の呼び出しで、out_specs=P() で返す値が、型の上ではまだデバイスごとに違う値（varying）のままです。"
+                       "バッチは 'host' と 'local' の両方の軸で分割されているので、lax.pmean(…, ('host', 'local')) のように、"
+                       "2 つの軸の両方で平均します（片方の軸だけでは、もう片方の軸の向きにはそろいません）。") from None
+        m = re.search(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg", text)
+        if m:
+            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が、渡した x・y のシャーディング {m.group(2)} と合いません。"
+                       "x と y はバッチの軸を 2 つのメッシュ軸でまとめて分割した P(('host', 'local')) です"
+                       "（軸の順番も同じにします）。") from None
+        m = re.search(r"in_specs\[\d+\] is (P\(.*?\)) which has length 2", text)
+        if m and "too long" in text:
+            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が 2 次元分の指定になっています。1 つのバッチの軸を "
+                       "2 つのメッシュ軸で分割するときは、軸の名前をタプルにまとめて P(('host', 'local')) と書きます。") from None
+        if "must refer to an axis marked as manual" in text or re.search(r"unbound axis name: (?!host|local)", text):
+            raise Fail(f"{what}の呼び出しで、メッシュにない軸の名前が使われています（「{one_line(text, 70)}」）。"
+                       "この問題のメッシュの軸は 'host' と 'local' です（講義の 'data' はありません）。") from None
         raise
+
+
+def _one_axis_groups(n: int):
+    """片方の軸だけで平均したとき、メッシュの位置 (0, 0) のデバイスが平均するシャードの番号（行優先の並び）。"""
+    hosts, local = mesh_2d_shape(n)
+    return [("local", list(range(local))), ("host", [i * local for i in range(hosts)])]
+
+
+def _rows(x, y, shards, per):
+    idx = np.concatenate([np.arange(k * per, (k + 1) * per) for k in shards])
+    return x[idx], y[idx]
 
 
 def _step_data(rng, mesh, n, per, d):
@@ -61,8 +96,8 @@ def _step_data(rng, mesh, n, per, d):
     y = f32(rng.uniform(size=(n * per,)) < 0.5)
     p0 = {"w": f32(rng.normal(size=(d,)) * 0.5), "b": np.float32(rng.normal() * 0.2)}
     placed = (jax.device_put(p0, NamedSharding(mesh, P())),
-              jax.device_put(x, NamedSharding(mesh, P(MESH_AXIS))),
-              jax.device_put(y, NamedSharding(mesh, P(MESH_AXIS))))
+              jax.device_put(x, NamedSharding(mesh, P(AXES))),
+              jax.device_put(y, NamedSharding(mesh, P(AXES))))
     return p0, x, y, placed
 
 
@@ -83,6 +118,12 @@ def _check_step_output(out, p0, x, y, n, d, what):
     if is_close(loss, plain_loss) or is_close(w, plain["w"]):
         raise Fail("ステップが引数 loss_fn を使っていません: 採点で渡した損失（L2 正則化つき）ではなく、"
                    "ノートブックの logistic_loss と同じ値になりました。body の中では引数の loss_fn を呼びます。")
+    per = len(y) // n
+    for axis, group in _one_axis_groups(n):
+        part, part_loss = _logistic_np(p0, *_rows(x, y, group, per), HIDDEN_LR)
+        if len(group) not in (1, n) and (is_close(loss, part_loss) or is_close(w, part["w"])):
+            raise Fail(f"{what}の値が違います: 平均が '{axis}' の軸の中だけで、全デバイスの平均になっていません。"
+                       "lax.pmean(…, ('host', 'local')) のように、2 つの軸の両方で平均します。")
     expect_close(loss, want_loss, f"{what}の loss（更新前の全データの平均損失）",
                  hint="各デバイスの損失を lax.pmean で全デバイスの平均にします。")
     if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
@@ -90,11 +131,11 @@ def _check_step_output(out, p0, x, y, n, d, what):
                    "自動で全デバイス分 psum されるので、その後の pmean では平均になりません。"
                    "損失を pmean してから grad しましょう。")
     _, grads = _logistic_grads_np(p0, x, y)
-    per = len(y) // n
     device_grads = [_logistic_grads_np(p0, x[i * per:(i + 1) * per], y[i * per:(i + 1) * per])[1] for i in range(n)]
     why = update_mistake(p0, {"w": w, "b": b}, grads, HIDDEN_LR, device_grads=device_grads)
     if why:
-        raise Fail(f"{what}の new_params（軸 'data'、{n} デバイス）の値が違います: {why}")
+        raise Fail(f"{what}の new_params（軸 ('host', 'local')、{n} デバイス）の値が違います: {why}")
+
     hint = "全データの平均損失の勾配で params - lr * grads を返します（lax.pmean と、P() のパラメータの勾配の扱いに注意）。"
     expect_close(w, want["w"], f"{what}の new_params['w']", hint=hint)
     expect_close(b, want["b"], f"{what}の new_params['b']", hint=hint)
@@ -110,7 +151,7 @@ def check_migrated_step(fn):
     n = n_devices()
     rng = exercise_rng(1)
     d, per = 3, 5
-    mesh = jax.make_mesh((n,), (MESH_AXIS,))
+    mesh = jax.make_mesh(mesh_2d_shape(), AXES)
     traces = [0]
 
     def loss_fn(params, x, y):
@@ -138,13 +179,14 @@ def check_migrated_step(fn):
                    "返します（呼ぶたびに jax.jit を作り直したり、jit を付けなかったりすると毎回トレースされます）。")
 
     meshes = shard_map_axes(learner_eqns(step, *placed))
-    if not any(MESH_AXIS in m for m in meshes):
-        raise Fail("jaxpr に、渡したメッシュ（軸 'data'）の shard_map が見つかりません。この演習では "
+    if not any(set(AXES) <= set(m) for m in meshes):
+        raise Fail("jaxpr に、渡したメッシュ（軸 'host' と 'local'）の shard_map が見つかりません。この演習では "
                    "jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します（jit とシャーディングだけの版は 6.3c の本文で見ました）。")
     colls = call(count_collectives, jax.jit(step), *placed)
     if colls.get("all-gather", 0):
         raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、"
                    "各デバイスの損失（または勾配）だけを pmean で平均しましょう。")
     found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
-    return (f"隠し入力（{n} デバイス × {per} 件、学習率 {HIDDEN_LR}）でレガシー版と同じ更新になり、"
+    shape = "×".join(str(v) for v in mesh.shape.values())
+    return (f"隠し入力（メッシュ {shape} の {n} デバイス × {per} 件、学習率 {HIDDEN_LR}）でレガシー版と同じ更新になり、"
             f"2 回目の呼び出しでトレースし直しませんでした（集団通信: {found}）。")

@@ -10,10 +10,11 @@ from tests.checkhelp import boom, expect, not_done
 from tests.checks.s6_3c.common import N
 
 LR_LOGISTIC = 0.5  # ノートブックの学習率（チェックは別の学習率を渡す）
+AX = ("host", "local")  # 採点のメッシュの軸。バッチは P(AX) で 2 つの軸をまとめて分割
 
 
 # 6.3c-1 -------------------------------------------------------------------------------
-SPECS = dict(in_specs=(P(), P("data"), P("data")), out_specs=P())
+SPECS = dict(in_specs=(P(), P(AX), P(AX)), out_specs=P())
 
 
 def _update(params, grads, lr):
@@ -22,7 +23,7 @@ def _update(params, grads, lr):
 
 def make_ref(mesh, loss_fn, lr):
     def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), AX))(params)
         return _update(params, grads, lr), loss
     return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
 
@@ -30,9 +31,9 @@ def make_ref(mesh, loss_fn, lr):
 def make_pcast(mesh, loss_fn, lr):
     # パラメータを「デバイスごとに違いうる」値にしてから grad し、勾配を pmean する（pmap と同じ書き順）
     def body(params, x, y):
-        local = jax.tree.map(lambda a: lax.pcast(a, "data", to="varying"), params)
+        local = jax.tree.map(lambda a: lax.pcast(a, AX, to="varying"), params)
         loss, grads = jax.value_and_grad(loss_fn)(local, x, y)
-        return _update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")
+        return _update(params, lax.pmean(grads, AX), lr), lax.pmean(loss, AX)
     return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
 
 
@@ -40,7 +41,7 @@ def make_no_vma(mesh, loss_fn, lr):
     # pmap と同じ check_vma=False なら、元のコードをそのまま写せる。返すのはリストでもよい
     def body(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        return [_update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")]
+        return [_update(params, lax.pmean(grads, AX), lr), lax.pmean(loss, AX)]
     return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, in_specs=SPECS["in_specs"], out_specs=[P(), P()]))
 
 
@@ -49,7 +50,7 @@ def make_jit_of_lambda(mesh, loss_fn, lr):
     sm = functools.partial(jax.shard_map, mesh=mesh, **SPECS)
 
     def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), AX))(params)
         return _update(params, grads, lr), loss
     return jax.jit(lambda *a: sm(body)(*a))
 
@@ -59,7 +60,7 @@ def make_decorated(mesh, loss_fn, lr):
     @functools.partial(jax.shard_map, mesh=mesh, **SPECS)
     def step(params, x, y):
         def global_loss(p):
-            return lax.pmean(loss_fn(p, x, y), "data")
+            return lax.pmean(loss_fn(p, x, y), AX)
         loss, grads = jax.value_and_grad(global_loss)(params)
         return _update(params, grads, lr), loss
     return step
@@ -74,15 +75,15 @@ def make_naive(mesh, loss_fn, lr):
     # pmap の中身をそのまま写した（check_vma=True で勾配が自動で psum され、更新が n 倍）
     def body(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        return _update(params, lax.pmean(grads, "data"), lr), lax.pmean(loss, "data")
+        return _update(params, lax.pmean(grads, AX), lr), lax.pmean(loss, AX)
     return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
 
 
 def make_stacked(mesh, loss_fn, lr):
     def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), AX))(params)
         return jax.tree.map(lambda a: a[None], _update(params, grads, lr)), loss
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=SPECS["in_specs"], out_specs=(P("data"), P())))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=SPECS["in_specs"], out_specs=(P(AX), P())))
 
 
 def make_plain_jit(mesh, loss_fn, lr):
@@ -96,7 +97,7 @@ def make_plain_jit(mesh, loss_fn, lr):
 
 def make_gather(mesh, loss_fn, lr):
     def body(params, x, y):
-        xa, ya = lax.all_gather(x, "data", tiled=True), lax.all_gather(y, "data", tiled=True)
+        xa, ya = lax.all_gather(x, AX, tiled=True), lax.all_gather(y, AX, tiled=True)
         loss, grads = jax.value_and_grad(loss_fn)(params, xa, ya)
         return _update(params, grads, lr), loss
     return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, **SPECS))
@@ -105,13 +106,13 @@ def make_gather(mesh, loss_fn, lr):
 def make_local_loss(mesh, loss_fn, lr):
     def body(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        return _update(params, lax.pmean(grads, "data"), lr), loss
+        return _update(params, lax.pmean(grads, AX), lr), loss
     return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, **SPECS))
 
 
 def make_psum_loss(mesh, loss_fn, lr):
     def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.psum(loss_fn(p, x, y), "data"))(params)
+        loss, grads = jax.value_and_grad(lambda p: lax.psum(loss_fn(p, x, y), AX))(params)
         return _update(params, grads, lr), loss
     return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
 
@@ -126,7 +127,7 @@ def make_per_call(mesh, loss_fn, lr):
 def make_no_jit(mesh, loss_fn, lr):
     # jit を付けない shard_map は、呼ぶたびにトレースされる
     def body(params, x, y):
-        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        loss, grads = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), AX))(params)
         return _update(params, grads, lr), loss
     return jax.shard_map(body, mesh=mesh, **SPECS)
 
@@ -134,8 +135,8 @@ def make_no_jit(mesh, loss_fn, lr):
 def make_double_loss(mesh, loss_fn, lr):
     # 損失を 2 度呼ぶ（loss と grad を別々に）のは正しい: 1 回目に 2 回呼ばれても、2 回目の呼び出しで増えなければよい
     def body(params, x, y):
-        loss = lax.pmean(loss_fn(params, x, y), "data")
-        grads = jax.grad(lambda p: lax.pmean(loss_fn(p, x, y), "data"))(params)
+        loss = lax.pmean(loss_fn(params, x, y), AX)
+        grads = jax.grad(lambda p: lax.pmean(loss_fn(p, x, y), AX))(params)
         return _update(params, grads, lr), loss
     return jax.jit(jax.shard_map(body, mesh=mesh, **SPECS))
 
@@ -168,9 +169,9 @@ def test_6_3c_1_wrong():
     expect("6.3c-1", lambda mesh, loss_fn, lr: {"w": 0, "b": 0}, "fail", "ファクトリ関数")
     expect("6.3c-1", lambda mesh, loss_fn, lr: (lambda p, x, y: p), "fail", "2 つ組")
     wrong_spec = lambda mesh, loss_fn, lr: jax.jit(jax.shard_map(  # noqa: E731
-        lambda p, x, y: (p, lax.pmean(loss_fn(p, x, y), "data")), mesh=mesh,
+        lambda p, x, y: (p, lax.pmean(loss_fn(p, x, y), AX)), mesh=mesh,
         in_specs=(P(), P(), P()), out_specs=P()))
-    expect("6.3c-1", wrong_spec, "error", "in_specs")
+    expect("6.3c-1", wrong_spec, "fail", "in_specs の P(None, None)", "P(('host', 'local'))")
     expect("6.3c-1", not_done, "not_done")
     expect("6.3c-1", boom, "error", "ZeroDivisionError")
 

@@ -6,7 +6,8 @@ from jax.sharding import PartitionSpec as P
 
 from tests.checkhelp import expect
 
-SPECS = dict(in_specs=(P(), P("data"), P("data")), out_specs=P())
+AX = ("host", "local")  # 採点のメッシュの軸
+SPECS = dict(in_specs=(P(), P(AX), P(AX)), out_specs=P())
 
 
 def logistic_loss(params, x, y):
@@ -17,7 +18,7 @@ def logistic_loss(params, x, y):
 
 def _body(loss, lr):
     def body(params, x, y):
-        value, grads = jax.value_and_grad(lambda p: lax.pmean(loss(p, x, y), "data"))(params)
+        value, grads = jax.value_and_grad(lambda p: lax.pmean(loss(p, x, y), AX))(params)
         return jax.tree.map(lambda p, g: p - lr * g, params, grads), value
     return body
 

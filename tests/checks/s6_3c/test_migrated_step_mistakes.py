@@ -6,10 +6,11 @@ from jax.sharding import PartitionSpec as P
 from tests.checkhelp import expect
 
 N = jax.device_count()
-SPECS = dict(in_specs=(P(), P("data"), P("data")), out_specs=P())
+AX = ("host", "local")  # 採点のメッシュの軸
+SPECS = dict(in_specs=(P(), P(AX), P(AX)), out_specs=P())
 
 
-def _factory(update, reduce_loss=lambda v: lax.pmean(v, "data"), **kw):
+def _factory(update, reduce_loss=lambda v: lax.pmean(v, AX), **kw):
     def make(mesh, loss_fn, lr):
         def body(params, x, y):
             loss, grads = jax.value_and_grad(lambda p: reduce_loss(loss_fn(p, x, y)))(params)
@@ -21,8 +22,8 @@ def _factory(update, reduce_loss=lambda v: lax.pmean(v, "data"), **kw):
 def make_pmax_grads(mesh, loss_fn, lr):
     def body(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        grads = lax.pmax(grads, "data")
-        return jax.tree.map(lambda p, g: p - lr * g, params, grads), lax.pmean(loss, "data")
+        grads = lax.pmax(grads, AX)
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), lax.pmean(loss, AX)
     return jax.jit(jax.shard_map(body, mesh=mesh, check_vma=False, **SPECS))
 
 
@@ -36,7 +37,7 @@ def test_the_wrong_sign_is_named():
 
 
 def test_pmax_of_the_loss_gets_a_japanese_reason():
-    make = _factory(lambda p, g, lr: jax.tree.map(lambda a, b: a - lr * b, p, g), lambda v: lax.pmax(v, "data"))
+    make = _factory(lambda p, g, lr: jax.tree.map(lambda a, b: a - lr * b, p, g), lambda v: lax.pmax(v, AX))
     expect("6.3c-1", make, "fail", "lax.pmax", "微分できません", "lax.pmean")
 
 
