@@ -12,26 +12,29 @@ from .common import comm_counts, exercise_rng, learner_step, norm_spec, placed_s
 def gated_mlp(params, x):
     """ゲート付き MLP（SwiGLU 型）の forward。演習 6.3a-5 のノートブックとチェックが、この 1 つの定義を使います。
 
-    gate と up は同じ隠れ層の軸 H を持ち、要素ごとに掛けてから W_down で出力の次元 O に戻します。
+    重みは PyTorch の Linear と同じ (出力の数, 入力の数) の形です: W_gate と W_up は (H, D)、W_down は (O, H) で、
+    y = x @ W.T と計算します（6.3a-3 と同じ）。gate と up は同じ隠れ層の軸 H を持ち、要素ごとに掛けてから
+    W_down で出力の次元 O に戻します。
     出力のシャーディングは out_sharding で P('data', None)（バッチで分割し、出力の特徴は分割しない）にします。
     """
     import jax  # ch6 を読み込むだけでは JAX を読み込まないよう、関数の中で import します
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
-    gate = jax.nn.silu(x @ params["W_gate"] + params["b_gate"])
-    up = x @ params["W_up"] + params["b_up"]
-    return jnp.matmul(gate * up, params["W_down"], out_sharding=P("data", None)) + params["b_down"]
+    gate = jax.nn.silu(x @ params["W_gate"].T + params["b_gate"])
+    up = x @ params["W_up"].T + params["b_up"]
+    return jnp.matmul(gate * up, params["W_down"].T, out_sharding=P("data", None)) + params["b_down"]
 
 
 def _gated_mlp_np(p, x):
-    g = x @ p["W_gate"] + p["b_gate"]
+    g = x @ p["W_gate"].T + p["b_gate"]
     g = g / (1.0 + np.exp(-g))
-    return (g * (x @ p["W_up"] + p["b_up"])) @ p["W_down"] + p["b_down"]
+    return (g * (x @ p["W_up"].T + p["b_up"])) @ p["W_down"].T + p["b_down"]
 
 
-# 隠れ層の軸（H）がどこにあるか: その次元を 'model' で分けるのが正解。b_down には H の軸がない（複製）
-HIDDEN_AXIS = {"W_gate": 1, "b_gate": 0, "W_up": 1, "b_up": 0, "W_down": 0, "b_down": None}
+# 隠れ層の軸（H）がどこにあるか: その次元を 'model' で分けるのが正解。b_down には H の軸がない（複製）。
+# 重みは PyTorch の形 (出力, 入力) なので、本文の (入力, 出力) の形の MLP とは行と列が逆になる
+HIDDEN_AXIS = {"W_gate": 0, "b_gate": 0, "W_up": 0, "b_up": 0, "W_down": 1, "b_down": None}
 
 
 def want_spec(key: str, ndim: int) -> tuple:
@@ -39,6 +42,12 @@ def want_spec(key: str, ndim: int) -> tuple:
     if axis is None:
         return ()
     return norm_spec(tuple("model" if i == axis else None for i in range(ndim)))
+
+
+def _transposed(key: str) -> tuple:
+    """本文の (入力, 出力) の形なら正しかった spec（行と列を入れ替えた位置の 'model'）。"""
+    axis = HIDDEN_AXIS[key]
+    return norm_spec(tuple("model" if i == 1 - axis else None for i in range(2)))
 
 
 @exercise("6.3a-5", "shard_gated_mlp")
@@ -50,9 +59,9 @@ def check_shard_gated_mlp(fn):
     mesh = meshes.mesh_2d(("data", "model"))
     rng = exercise_rng(5)
     D, H, O = 3 * d * m, 4 * m, 2 * m  # O は model の長さで割り切れる（b_down を分ける誤りも、エラーでなく見える）
-    params = {"W_gate": rng.normal(size=(D, H)) * 0.5, "b_gate": rng.normal(size=(H,)) * 0.3,
-              "W_up": rng.normal(size=(D, H)) * 0.5, "b_up": rng.normal(size=(H,)) * 0.3,
-              "W_down": rng.normal(size=(H, O)) * 0.5, "b_down": rng.normal(size=(O,)) * 0.3}
+    params = {"W_gate": rng.normal(size=(H, D)) * 0.5, "b_gate": rng.normal(size=(H,)) * 0.3,
+              "W_up": rng.normal(size=(H, D)) * 0.5, "b_up": rng.normal(size=(H,)) * 0.3,
+              "W_down": rng.normal(size=(O, H)) * 0.5, "b_down": rng.normal(size=(O,)) * 0.3}
     params = {k: f32(v) for k, v in params.items()}
     x = f32(rng.normal(size=(4 * d, D)))
     got = call(fn, {k: v.copy() for k, v in params.items()}, mesh)
@@ -77,8 +86,12 @@ def check_shard_gated_mlp(fn):
         if specs[k] == ():
             raise Fail(f"{k} が複製（P()）のままです: 隠れ層の軸 H を持つパラメータは、どれも 1 デバイスあたりの"
                        f"メモリを model 軸の長さ分の 1 にします。期待 {show_spec(want, nd)}。")
+        if nd == 2 and specs[k] == _transposed(k):
+            raise Fail(f"{k} の spec が違います: 期待 {show_spec(want, nd)}、実際 {show_spec(specs[k], nd)}。"
+                       "本文の (入力, 出力) の形の重みの分け方を写していませんか。ここの重みは PyTorch の形 (出力, 入力) なので、"
+                       "隠れ層の軸 H は W_gate・W_up では行（0 軸）、W_down では列（1 軸）です。")
         raise Fail(f"{k} の spec が違います: 期待 {show_spec(want, nd)}、実際 {show_spec(specs[k], nd)}。"
-                   "分けるのは隠れ層の軸 H です（W_gate・W_up は列、W_down は行、b_gate・b_up はその軸）。")
+                   "分けるのは隠れ層の軸 H です（W_gate・W_up は行、W_down は列、b_gate・b_up はその軸）。")
     for k in params:  # 性質そのもの: H を持つ葉は、1 デバイスあたり 1/m のメモリ
         if HIDDEN_AXIS[k] is not None:
             per_dev = got[k].addressable_shards[0].data.nbytes

@@ -18,8 +18,9 @@ def solution_source() -> str:
     return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
 
 
-SPECS = {"W_gate": P(None, "model"), "b_gate": P("model"), "W_up": P(None, "model"), "b_up": P("model"),
-         "W_down": P("model", None), "b_down": P()}
+# 重みは PyTorch の形 (出力, 入力): H は W_gate・W_up の行、W_down の列
+SPECS = {"W_gate": P("model", None), "b_gate": P("model"), "W_up": P("model", None), "b_up": P("model"),
+         "W_down": P(None, "model"), "b_down": P()}
 
 
 def shard_ref(params, mesh):
@@ -59,10 +60,10 @@ def test_gated_mlp_hidden_bias_left_replicated_is_wrong(leaf):
 
 def test_gated_mlp_replicated_and_wrong_axes():
     expect_fail("6.3a-5", _shard_with(W_gate=P(), W_up=P(), W_down=P()), "W_gate が複製", "メモリ")
-    expect_fail("6.3a-5", _shard_with(W_up=P("model", None)), "W_up の spec が違います", "P(None, 'model')")
-    expect_fail("6.3a-5", _shard_with(W_down=P(None, "model")), "W_down の spec が違います")
+    expect_fail("6.3a-5", _shard_with(W_up=P(None, "model")), "W_up の spec が違います", "P('model', None)")
+    expect_fail("6.3a-5", _shard_with(W_down=P("model", None)), "W_down の spec が違います")
     expect_fail("6.3a-5", _shard_with(b_down=P("model")), "b_down は複製")
-    expect_fail("6.3a-5", _shard_with(W_gate=P("data", "model")), "'data' 軸で分かれています")
+    expect_fail("6.3a-5", _shard_with(W_gate=P("model", "data")), "'data' 軸で分かれています")  # D は data で割り切れる
 
 
 def test_gated_mlp_on_a_mesh_of_ones_own_is_a_learner_mistake():
@@ -93,3 +94,10 @@ def test_gated_mlp_forward_is_one_definition_in_the_package():
     src = solution_source()
     assert "from ch6.checks.s6_3a import gated_mlp" in src
     assert "def gated_mlp" not in src
+
+
+def test_gated_mlp_lesson_specs_in_pytorch_layout_are_named():
+    """issue 22 の 4: 重みは PyTorch の形 (出力, 入力)。本文の (入力, 出力) の spec を写した答えは、そう言って落ちる。"""
+    lesson = dict(W_gate=P(None, "model"), W_up=P(None, "model"), W_down=P("model", None))
+    expect_fail("6.3a-5", _shard_with(**lesson), "W_gate の spec が違います", "本文の (入力, 出力)", "PyTorch の形")
+    expect_fail("6.3a-5", _shard_with(W_down=P("model", None)), "W_down", "列（1 軸）")
