@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import re
 import unicodedata
-from typing import Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from . import sanitize
 

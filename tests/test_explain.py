@@ -17,7 +17,7 @@ from ch6 import explain, meshes
 def _raised(fn):
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return exc
     raise AssertionError("no error")
 

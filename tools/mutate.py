@@ -513,7 +513,7 @@ def loop_vmap(fn, in_axes=0, out_axes=0, **_):
         sizes = [jax.tree.leaves(a)[0].shape[ax] for a, ax in zip(args, axes) if ax is not None]
         outs = []
         for b in range(sizes[0]):
-            picked = [a if ax is None else jax.tree.map(lambda v, ax=ax: jnp.take(v, b, axis=ax), a)
+            picked = [a if ax is None else jax.tree.map(lambda v, ax=ax: jnp.take(v, b, axis=ax), a)  # noqa: B023  その回のうちに使う
                       for a, ax in zip(args, axes)]
             outs.append(fn(*picked))
         return jax.tree.map(lambda *vs: jnp.stack(vs, axis=out_axes), *outs)

@@ -20,12 +20,12 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 from __future__ import annotations
 
 from ._base import DPI, Drawing, color, ink
-from .cost import decision, memory_bars, roofline, step_times
 from .arrays import mesh, process_grid, shard_layout, sharding, shardings
+from .cost import decision, memory_bars, roofline, step_times
 from .diagrams import flowchart, timeline, vmap_axes
-from .values import device_stages, device_values, device_values_from, ring_steps
-from .sequence import dropped_vs_capacity, expert_load, ring_attention_steps
 from .pipeline import bubble_fractions, pipeline_schedule
+from .sequence import dropped_vs_capacity, expert_load, ring_attention_steps
+from .values import device_stages, device_values, device_values_from, ring_steps
 
 __all__ = ["DPI", "Drawing", "color", "ink", "mesh", "shard_layout", "sharding", "shardings", "process_grid",
            "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart",

@@ -1,7 +1,7 @@
 """メッシュとシャーディングの図: メッシュ、1 つ・複数の配列のシャード、複数プロセスのグローバルメッシュ。"""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -10,7 +10,7 @@ HLO の集団通信）と公表値の表（ch6.hardware）から作ります。
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ def roofline(chips: Sequence[tuple[str, float, float]], points: Sequence[tuple[s
         ax.plot([peak / bw], [peak], marker="o", color=color(k), ms=4)
         for i in intens:
             ax.plot([i], [min(peak, i * bw)], marker="s", color=color(k), ms=4, mfc="white")
-    for label, i in points:
+    for _label, i in points:
         ax.axvline(i, color="#555555", ls=":", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -1,7 +1,7 @@
 """流れと軸の図: 処理の段階の帯、vmap の in_axes / out_axes、判断の流れ図。"""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .._core import Status
 from .exercises import Assignment

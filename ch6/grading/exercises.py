@@ -17,8 +17,9 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 DATA = Path(__file__).with_name("exercises.json")
 CHECKOUT_EXERCISES = Path(__file__).resolve().parents[2] / "exercises"  # リポジトリで作り直すときだけ使う
@@ -71,7 +72,7 @@ class Cell:
         return {"type": self.type, "id": self.id, "hash": self.hash, "keys": list(self.keys), "snippet": self.snippet}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Cell":
+    def from_json(cls, d: dict[str, Any]) -> Cell:
         return cls(d["type"], d["id"], d["hash"], tuple(d["keys"]), d["snippet"])
 
 
@@ -103,7 +104,7 @@ class Assignment:
                 "cells": [c.to_json() for c in self.cells or []]}
 
     @classmethod
-    def from_json(cls, name: str, d: dict[str, Any]) -> "Assignment":
+    def from_json(cls, name: str, d: dict[str, Any]) -> Assignment:
         ex = d["exercises"]
         return cls(name, [e["id"] for e in ex], {e["id"]: e["function"] for e in ex},
                    {e["id"]: e["call"] for e in ex if e.get("call")},

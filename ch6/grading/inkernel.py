@@ -12,7 +12,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._core import Status, load_errors, registry, run_check
 

@@ -111,7 +111,8 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
     """学習して結果を表示し、比較用の dict を返します。1 プロセスでも N プロセスでも同じコードです。"""
     import jax
     from jax.experimental import multihost_utils
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     # --- ローカルとグローバル ------------------------------------------------------
     n_local, n_global = jax.local_device_count(), jax.device_count()

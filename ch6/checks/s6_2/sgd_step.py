@@ -12,7 +12,16 @@ import re
 import numpy as np
 
 from ...checking import (
-    Fail, LearnerError, PSUM_NAMES, call, dict_entry, exercise, expect_close, expect_shape, f32, n_devices,
+    PSUM_NAMES,
+    Fail,
+    LearnerError,
+    call,
+    dict_entry,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    n_devices,
 )
 from ..sgd_update import as_vector, step_with, update_mistake
 from .common import exercise_rng, primitives

@@ -58,10 +58,10 @@ def check_shard_gated_mlp(fn):
     d, m = meshes.mesh_2d_shape()
     mesh = meshes.mesh_2d(("data", "model"))
     rng = exercise_rng(5)
-    D, H, O = 3 * d * m, 4 * m, 2 * m  # O は model の長さで割り切れる（b_down を分ける誤りも、エラーでなく見える）
+    D, H, OUT = 3 * d * m, 4 * m, 2 * m  # OUT は model の長さで割り切れる（b_down を分ける誤りも、エラーでなく見える）
     params = {"W_gate": rng.normal(size=(H, D)) * 0.5, "b_gate": rng.normal(size=(H,)) * 0.3,
               "W_up": rng.normal(size=(H, D)) * 0.5, "b_up": rng.normal(size=(H,)) * 0.3,
-              "W_down": rng.normal(size=(O, H)) * 0.5, "b_down": rng.normal(size=(O,)) * 0.3}
+              "W_down": rng.normal(size=(OUT, H)) * 0.5, "b_down": rng.normal(size=(OUT,)) * 0.3}
     params = {k: f32(v) for k, v in params.items()}
     x = f32(rng.normal(size=(4 * d, D)))
     got = call(fn, {k: v.copy() for k, v in params.items()}, mesh)

@@ -29,7 +29,7 @@ def _measured(n: int, correct: set[str], rule: str) -> tuple[set[str], str]:
     return correct, f"（いまのデバイス {n} 個でコンパイルして確かめました）"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q8_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
@@ -64,7 +64,7 @@ def check_q8(fn):
 # 6.5-9 -------------------------------------------------------------------------------
 # どの集団通信になるか（w の列が足りない）
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q9_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
@@ -107,7 +107,7 @@ Q10_OPTIONS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q10_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import numpy as np

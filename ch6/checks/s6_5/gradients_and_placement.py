@@ -24,7 +24,7 @@ def q1_loss(params, x, y):
     return (jnp.tanh(params["W"] @ x + params["b"]).sum() - y) ** 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q1_outcomes() -> dict[str, Outcome]:
     import jax
     import numpy as np
@@ -70,7 +70,7 @@ def _q2_shapes(n: int) -> dict[str, tuple]:
     return {"a": (n, 3), "b": (3 * n,), "c": (3,)}  # "d" は「エラーになる」
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q2_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
@@ -105,7 +105,7 @@ def check_q2(fn):
 # 6.5-3 -------------------------------------------------------------------------------
 # smap の中の grad: 複製した引数の勾配は自動で psum される
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q3_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import jax.numpy as jnp
@@ -163,7 +163,7 @@ Q4_OPTIONS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q4_outcomes(n: int) -> dict[str, Outcome]:
     import jax.numpy as jnp
 

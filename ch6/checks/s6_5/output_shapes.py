@@ -12,7 +12,7 @@ from .common import Outcome, auto_mesh, grade, outcome_of, quiz_mesh
 Q5_SHAPES = {"a": (6, 2, 3), "b": (2, 6, 3), "c": (2, 3, 6)}  # "d" は「エラーになる」
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q5_truth() -> frozenset:
     import jax
     import jax.numpy as jnp
@@ -47,7 +47,7 @@ def _q6_shapes(n: int) -> dict[str, tuple]:
     return {"a": (1, 6), "b": (n, 6), "c": (2 * n, 6), "d": (6,)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q6_truth(n: int) -> frozenset:
     import jax
     import jax.numpy as jnp
@@ -87,7 +87,7 @@ Q7_OPTIONS = {  # 問題文に載せる変更（表示用）
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def q7_outcomes(n: int) -> dict[str, Outcome]:
     import jax
     import jax.numpy as jnp

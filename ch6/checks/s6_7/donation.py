@@ -1,8 +1,6 @@
 """6.7-4 make_momentum_update: params と velocity を譲渡する、モーメンタムつき SGD の jit した更新。"""
 from __future__ import annotations
 
-import numpy as np
-
 from ...checking import Fail, LearnerError, call, exercise, f32, is_close
 from .common import pair, rng, tree_bytes
 

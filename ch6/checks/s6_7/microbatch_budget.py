@@ -88,7 +88,7 @@ def check_fewest_microbatches(fn):
                        "マイクロバッチは少ないほど演算強度が高いので、小さい順に試して最初に収まる k を選びます。")
         raise Fail(f"k={g} の一時領域は {_temp(g):,} バイトで、予算 {budget:,} バイトを超えています（期待 k={w}）。"
                    "比べるのは memory_analysis().temp_size_in_bytes です。")
-    for (k, temp), budget in zip(answers, budgets):
+    for (k, temp), _budget in zip(answers, budgets):
         if k is not None and temp != _temp(k):
             raise Fail(f"k={k} の一時領域の値が違います: 期待 {_temp(k):,} バイト、実際 {temp:,.0f}。"
                        "memory_analysis().temp_size_in_bytes をそのまま返しましょう。")

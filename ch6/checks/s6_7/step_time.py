@@ -1,8 +1,6 @@
 """6.7-1 estimate_step: コンパイル済みのプログラムから、計算の秒と通信の秒を見積もる。"""
 from __future__ import annotations
 
-import numpy as np
-
 from ...checking import Fail, call, exercise, f32, n_devices
 from ...hlo import collective_ops
 from ...meshes import mesh_1d

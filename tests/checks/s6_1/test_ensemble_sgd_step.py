@@ -49,7 +49,7 @@ def test_6_1_5_a_python_loop_over_the_samples_is_caught():
 
 def test_6_1_5_wrong():
     def model_loop(loss_fn, stacked_params, xs, ys, lrs):
-        outs = [sgd_ref(loss_fn, jax.tree.map(lambda a: a[i:i + 1], stacked_params), xs, ys, lrs[i:i + 1])
+        outs = [sgd_ref(loss_fn, jax.tree.map(lambda a: a[i:i + 1], stacked_params), xs, ys, lrs[i:i + 1])  # noqa: B023  その回のうちに使う
                 for i in range(lrs.shape[0])]
         return jax.tree.map(lambda *v: jnp.concatenate(v), *outs)
 

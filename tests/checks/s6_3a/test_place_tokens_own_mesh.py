@@ -1,6 +1,7 @@
 """6.3a-1: 渡された mesh ではなく、自分で作った同じ形のメッシュに置く答えは落ちる（issue 22 の 4）。"""
 import jax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from ch6 import meshes
 from tests.checkhelp import expect

@@ -1,7 +1,8 @@
 """6.4-4: 「いちばん長い軸だけを見て、割り切れなければ複製」は、どのデバイス数でも落ちる（issue 22 の 4）。"""
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from tests.checkhelp import expect
 

@@ -55,7 +55,7 @@ def last_only(loss_fn, params, batch, k):
 
 
 def python_loop(loss_fn, params, batch, k):
-    parts = [jax.value_and_grad(loss_fn)(params, jax.tree.map(lambda a: a[i], _split(batch, k))) for i in range(k)]
+    parts = [jax.value_and_grad(loss_fn)(params, jax.tree.map(lambda a: a[i], _split(batch, k))) for i in range(k)]  # noqa: B023  その場で使う
     return jax.tree.map(lambda *xs: sum(xs) / k, *parts)
 
 
