@@ -35,10 +35,12 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
 
-# 内側のループ: ノートブックを実行しない速い単体テストだけ（2 コアで 1 分以内）と lint
+# 内側のループ: lint と、ノートブックもカーネルも起動しない速い単体テスト（2 コアで 1 分以内）
+# SECTION=s6_7 を付けると、その節のチェックの単体テストも（節のテストは全部なら make test、1 節なら make exercise も）
 quick: $(STAMP)
 	$(BIN)/ruff check --quiet .
-	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow" tests
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow and not section" tests
+	$(if $(SECTION),$(BIN)/python -m pytest -q -n $(JOBS) tests/checks/$(SECTION),)
 
 # ruff（pyproject.toml の設定）: パッケージ、ツール、テスト、ノートブックのコード
 lint: $(STAMP)

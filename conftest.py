@@ -22,10 +22,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.stem in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        # tests/checks/s6_N/: 節ごとのチェックの単体テスト（JAX のコンパイルが多い）。make quick は SECTION= の節だけ
+        parts = item.path.relative_to(config.rootpath).parts if item.path.is_relative_to(config.rootpath) else ()
+        if parts[:2] == ("tests", "checks") and len(parts) > 3 and parts[2].startswith("s6_"):
+            item.add_marker(pytest.mark.section)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts kernels or processes, or runs every mutant (make quick skips it)")
+    config.addinivalue_line("markers", "section: a check section's unit tests (make quick runs only SECTION=s6_N)")
     devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"
