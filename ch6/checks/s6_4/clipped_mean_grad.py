@@ -1,15 +1,17 @@
-"""6.4-2 clipped_mean_grad: サンプルごとの勾配をクリップして平均する（DP-SGD）。"""
+"""6.4-2 clipped_mean_grad: 利用者ごとに勾配をまとめてからクリップして平均する（利用者単位の DP-SGD）。
+
+6.1-4 はサンプルごとにクリップしました。ここでは 1 人の利用者が複数のサンプルを持ち、守りたいのは利用者の影響なので、
+利用者ごとの平均勾配 G_u（その利用者のサンプルの勾配の平均）の全体ノルムを max_norm 以下に切り詰め、利用者について平均します。
+Ḡ = (1/U) Σ_u G_u · min(1, max_norm / ‖G_u‖)。1 サンプルは辞書 {"x", "y"}、params は入れ子の辞書、users は (B,) の整数。
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close, expect_no_batch_loop, f32
+from ...checking import Fail, call, exercise, expect_close, f32, jaxpr_primitives, jaxpr_size
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
 from .common import exercise_rng, matches, shape_of
 
-# 6.4-2 -------------------------------------------------------------------------------
-# サンプルごとの勾配をサンプルごとにクリップして平均する（DP-SGD の中心）。
-# 1 サンプルは辞書 {"x", "y"}、params は入れ子の辞書
 
 def _loss2(params, example):
     import jax.numpy as jnp
@@ -23,6 +25,7 @@ def _loss2(params, example):
 
 
 def _grads2_np(params, xs, ys):
+    """サンプルごとの勾配（NumPy、葉の先頭がサンプルの軸）。"""
     W, b, out = (np.asarray(a, np.float64) for a in (params["enc"]["W"], params["enc"]["b"], params["out"]))
     t = np.tanh(xs @ W.T + b)  # (B, h)
     r = out * t - ys
@@ -30,24 +33,86 @@ def _grads2_np(params, xs, ys):
     return {"enc": {"W": dz[:, :, None] * xs[:, None, :], "b": dz}, "out": 2 * r * t}
 
 
+def _predict_np(params, xs):
+    W, b, out = (np.asarray(a, np.float64) for a in (params["enc"]["W"], params["enc"]["b"], params["out"]))
+    return out * np.tanh(xs @ W.T + b)
+
+
+def _tree_map(f, *trees):
+    import jax
+
+    return jax.tree.map(f, *trees)
+
+
+def user_grads(per, users: np.ndarray, num_users: int, reduce: str = "mean"):
+    """サンプルごとの勾配 per を利用者ごとにまとめる（葉の先頭が利用者の軸 (U, ...)）。reduce は mean か sum。"""
+    counts = np.bincount(users, minlength=num_users).astype(np.float64)
+
+    def one(v):
+        out = np.zeros((num_users,) + v.shape[1:])
+        np.add.at(out, users, v)
+        return out / counts.reshape((-1,) + (1,) * (v.ndim - 1)) if reduce == "mean" else out
+
+    return _tree_map(one, per)
+
+
+def _users(rng, b: int, num_users: int) -> np.ndarray:
+    """どの利用者も 1 件以上、件数はまちまち（利用者ごとの平均とサンプルの平均が違う）で、並びは混ぜる。
+    利用者 0 はちょうど 1 件（和と平均が同じ利用者がいると、和でまとめる誤りとノルムをそろえる誤りを見分けられる）。"""
+    users = np.concatenate([np.arange(num_users), rng.integers(1, num_users, size=b - num_users)])
+    return rng.permutation(users).astype(np.int32)
+
+
+def _mistakes(per, users, num_users, max_norm, b):
+    """よくある誤りの値と、その説明。"""
+    g_user = user_grads(per, users, num_users)
+    sums = user_grads(per, users, num_users, "sum")
+    at_user = clipping_mistakes(g_user, max_norm)
+    sample_clip = clipped_mean(per, max_norm)  # 6.1-4 の答え: サンプルごとにクリップ
+    clipped_user = _tree_map(lambda v: v * num_users, clipped_mean(g_user, max_norm))  # Σ_u（平均でなく合計）
+    per_sample_then_user = clipped_mean(user_grads(
+        _tree_map(lambda v: v * np.minimum(1.0, max_norm / sample_norms(per)).reshape((-1,) + (1,) * (v.ndim - 1)), per),
+        users, num_users), np.inf)
+    return [
+        (sample_clip, "サンプルごとにクリップしています（6.1-4 と同じ）。この問題では、利用者ごとの平均勾配 G_u を作ってから、"
+                      "G_u の全体ノルムでクリップします。"),
+        (per_sample_then_user, "サンプルごとにクリップしてから利用者ごとにまとめています。クリップは、利用者ごとにまとめた G_u に対して行います。"),
+        (clipped_mean(sums, max_norm), "利用者ごとの勾配を平均ではなく合計でまとめています。G_u は、その利用者のサンプルの勾配の平均"
+                                       "（合計を件数で割ったもの）です。"),
+        (_tree_map(lambda v: v / b, clipped_user), f"利用者についての平均ではなく、サンプルの数 {b} で割っています。"
+                                                    f"クリップした G_u を利用者の数 num_users（{num_users}）で平均します。"),
+        (at_user["no_clip"], "クリップが効いていません（クリップなしの平均と同じ値です）。G_u ごとに min(1, max_norm/‖G_u‖) を"
+                             "掛けてから平均します（平均してからのクリップは、ここではノルムが max_norm 未満なので効きません）。"),
+        (at_user["clip_after_mean"], "利用者について平均してからクリップしています。クリップは平均の前に、利用者ごとに行います。"),
+        (at_user["per_leaf"], "葉ごとに別々のノルムでクリップしています。ノルムは 1 人の利用者の勾配全体（すべての葉をまとめた）で 1 つです。"),
+        (at_user["scale_all"], "すべての利用者の勾配をノルム max_norm にそろえています。小さい勾配は縮めも伸ばしもせず、"
+                               "倍率は min(1, max_norm/‖G_u‖) です。"),
+        (clipped_user, f"期待のちょうど {num_users} 倍（利用者の数倍）です: 合計になっています。利用者について平均します。"),
+    ]
+
+
 @exercise("6.4-2", "clipped_mean_grad")
 def check_clipped_mean_grad(fn):
     import jax
 
     rng = exercise_rng(2)
-    d, h, b = 5, 4, 12
+    d, h, b, num_users = 5, 4, 14, 5
     params = {"enc": {"W": f32(rng.normal(size=(h, d)) * 0.7), "b": f32(rng.normal(size=(h,)) * 0.2)},
               "out": f32(1.0 + 0.3 * rng.normal(size=(h,)))}
 
     def batch(n):
         return {"x": f32(rng.normal(size=(n, d))), "y": f32(rng.normal(size=(n, h)))}
 
-    data = batch(b)
-    g = _grads2_np(params, data["x"], data["y"])
-    norms = sample_norms(g)
-    max_norm = float(np.median(norms))  # 半分ほどのサンプルがクリップされる
-    want = clipped_mean(g, max_norm)
-    got = call(fn, _loss2, params, data, max_norm)
+    data, users = batch(b), _users(rng, b, num_users)
+    data["y"][users == 0] = _predict_np(params, data["x"][users == 0]) + f32(0.05 * rng.normal(size=(1, h)))  # 利用者 0 の勾配は小さい
+    per = _grads2_np(params, data["x"], data["y"])
+    g_user = user_grads(per, users, num_users)
+    norms = sample_norms(g_user)
+    low = np.sort(norms)
+    # ノルムの小さい 2 人（1 件だけの利用者 0 と、何件もある利用者）はクリップされず、ほかの 3 人はクリップされる
+    max_norm = float(low[1] + low[2]) / 2
+    want = clipped_mean(g_user, max_norm)
+    got = call(fn, _loss2, params, data, users, num_users, max_norm)
 
     structure = jax.tree.structure(params)
     if jax.tree.structure(got) != structure:
@@ -55,9 +120,10 @@ def check_clipped_mean_grad(fn):
                    "勾配は params と同じ入れ子の辞書で返しましょう。")
     names = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params)]
     for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(params)):
-        if shape_of(leaf) == (b,) + ref.shape:
-            raise Fail(f"葉 {name} の形が {(b,) + ref.shape} で、サンプルごとの勾配のままです。"
-                       "クリップした後、バッチ軸（0 軸）で平均しましょう。")
+        for lead, what in ((b, "サンプルごと"), (num_users, "利用者ごと")):
+            if shape_of(leaf) == (lead,) + ref.shape:
+                raise Fail(f"葉 {name} の形が {(lead,) + ref.shape} で、{what}の勾配のままです。"
+                           "クリップした後、利用者について平均して params と同じ形にします。")
         if shape_of(leaf) != ref.shape:
             raise Fail(f"葉 {name} の形が違います: 期待 {ref.shape}、実際 {shape_of(leaf)}。")
 
@@ -65,22 +131,46 @@ def check_clipped_mean_grad(fn):
         return all(matches(a, c, rtol=1e-3, atol=1e-5) for a, c in zip(jax.tree.leaves(got), jax.tree.leaves(cand)))
 
     if not same(want):
-        mistakes = clipping_mistakes(g, max_norm)
-        if same(mistakes["no_clip"]):
-            raise Fail("サンプルごとにクリップされていません（クリップなしの平均勾配と同じ値です）。平均の前に、"
-                       "サンプルごとの全体ノルム ‖g_i‖ を求めて min(1, max_norm/‖g_i‖) を掛けましょう。")
-        if same(mistakes["clip_after_mean"]):
-            raise Fail("平均をとってからクリップしています。DP-SGD では平均の前に、サンプルごとにクリップします。")
-        if same(mistakes["sum"]):
-            raise Fail(f"値が期待のちょうど {b} 倍（バッチサイズ倍）です: 合計になっています。バッチ軸で平均しましょう。")
-        if same(mistakes["per_leaf"]):
-            raise Fail("葉ごとに別々のノルムでクリップしています。ノルムは 1 サンプルの勾配全体（すべての葉をまとめた）で 1 つです。")
-        if same(mistakes["scale_all"]):
-            raise Fail("すべてのサンプルをノルム max_norm にそろえています。小さい勾配は縮めも伸ばしもせず、"
-                       "倍率は min(1, max_norm/‖g_i‖) です。")
+        for cand, why in _mistakes(per, users, num_users, max_norm, b):
+            if same(cand):
+                raise Fail(f"値が違います: {why}")
         for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(want)):
-            expect_close(leaf, ref, f"葉 {name} ", rtol=1e-3, atol=1e-5,
-                         hint="vmap(grad(sample_loss), in_axes=(None, 0)) → サンプルごとの全体ノルム → 倍率 → 平均 の順です。")
-    expect_no_batch_loop(fn, lambda n: (_loss2, params, batch(n), max_norm))
+            expect_close(leaf, ref, f"葉 {name}", rtol=1e-3, atol=1e-5,
+                         hint="vmap(grad) → 利用者ごとの平均 G_u → G_u の全体ノルムで倍率 → 利用者について平均 の順です。")
+    # 利用者の並びを変え、利用者の数も変えて、もう一度（決め打ちと、利用者ごとの Python ループを見つける）
+    users2 = _users(rng, b, 3)
+    g2 = user_grads(per, users2, 3)
+    _expect_close_tree(call(fn, _loss2, params, data, users2, 3, max_norm), clipped_mean(g2, max_norm), names,
+                      "num_users=3、別の割り当てのとき")
+    sizes = []
+    for u in (3, 6):
+        uu = _users(rng, b, u)
+        sizes.append(jaxpr_size(lambda batch, users, u=u: fn(_loss2, params, batch, users, u, max_norm), data, uu))
+    if sizes[0] != sizes[1]:
+        raise Fail(f"利用者の数 3 と 6 で jaxpr の式の数が {sizes[0]} → {sizes[1]} と増えました。利用者ごとに Python のループで"
+                   "回していませんか。jax.ops.segment_sum（または one-hot の行列積）で一度にまとめましょう。")
+    b2 = batch(2 * b)
+    u2 = _users(rng, 2 * b, num_users)
+    size_b = jaxpr_size(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), b2, u2)
+    size_a = jaxpr_size(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), data, users)
+    if size_a != size_b:
+        raise Fail(f"サンプル数 {b} と {2 * b} で jaxpr の式の数が {size_a} → {size_b} と増えました。"
+                   "サンプルごとの勾配は vmap(grad(...)) で一度に求めましょう。")
+    loops = jaxpr_primitives(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), data, users) \
+        & {"scan", "while"}
+    if loops:
+        raise Fail(f"jaxpr に {', '.join(sorted(loops))} があります: 1 件ずつ（または 1 人ずつ）回しています。"
+                   "vmap と segment_sum で一度にまとめましょう。")
     n_clipped = int((norms > max_norm).sum())
-    return f"隠し入力 {b} サンプル（うち {n_clipped} 件がクリップ対象、葉 3 つの入れ子）で一致し、jaxpr はバッチサイズに依存しません。"
+    return (f"隠し入力 {b} サンプル・利用者 {num_users} 人（うち {n_clipped} 人がクリップ対象、葉 3 つの入れ子）と、"
+            "利用者 3 人の別の割り当てで一致し、jaxpr はサンプル数にも利用者の数にも依存しません。")
+
+
+def _expect_close_tree(got, want, names, what):
+    import jax
+
+    if jax.tree.structure(got) != jax.tree.structure(want):
+        raise Fail(f"{what}、返り値の pytree の構造が params と違います。")
+    for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(want)):
+        expect_close(leaf, ref, f"{what}の葉 {name}", rtol=1e-3, atol=1e-5,
+                     hint="利用者の割り当て users と利用者の数 num_users は引数のものを使います。")

@@ -1,14 +1,18 @@
-"""6.4-3 make_dp_train_step: データ並列の学習ステップ。"""
+"""6.4-3 make_dp_train_step: 1 回の呼び出しで K ステップ進むデータ並列の学習ループ（jit の中の lax.scan）。
+
+バッチは (K, B, ...) の形で届き、分割するのはバッチの軸（1 軸目）: P(None, 'data')。パラメータと最適化器の状態は
+複製のまま scan の carry で運び、各ステップの損失を形 (K,) で返す（講義の 1 ステップの先の一歩）。"""
 from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close, f32
+from ...checking import Fail, LearnerError, call, exercise, expect_close, f32
 from ...meshes import mesh_1d
 from .common import exercise_rng, matches
 
 # 6.4-3 -------------------------------------------------------------------------------
-# データ並列の学習ステップ: バッチは data 軸で分割、パラメータは複製のまま、コンパイルは 1 回
+# データ並列の学習ループ: バッチは data 軸で分割、パラメータは複製のまま、コンパイルは 1 回、K ステップは scan で
+K_STEPS = 7  # 1 回の呼び出しのステップ数（2〜8 のどのデバイス数でも割り切れない: ステップの軸を分割する誤りが見える）
 
 def _mlp3(params, x):
     import jax.numpy as jnp
@@ -44,7 +48,7 @@ def _expect_replicated(tree, n, what):
                        "データ並列ではパラメータは全デバイスに複製（P()）のままです。")
 
 
-_STEP_OUT = ("params", "opt_state", "loss")
+_STEP_OUT = ("params", "opt_state", "losses")
 
 
 def _role(x, params_def, state_def) -> str:
@@ -60,14 +64,16 @@ def _role(x, params_def, state_def) -> str:
     if tree_def == state_def:
         return "opt_state"
     shape = getattr(x, "shape", None)
+    if shape == (K_STEPS,):
+        return "losses"
     if shape == () or isinstance(x, (float, int)) and not isinstance(x, bool):
-        return "loss"
+        return "loss()"
     return type(x).__name__ + (f"{tuple(shape)}" if shape is not None else "")
 
 
 def _expect_step_output(out, params_def, state_def):
     """(params, opt_state, loss) の 3 つ組（タプルかリスト）を、使う前に確かめる。"""
-    want = "（新しい params, 新しい opt_state, loss）"
+    want = "（新しい params, 新しい opt_state, losses）"
     if not isinstance(out, (tuple, list)):
         raise Fail(f"学習ステップは 3 つ組{want}をタプルかリストで返してください。実際は {type(out).__name__} です。")
     if len(out) != 3:
@@ -75,11 +81,14 @@ def _expect_step_output(out, params_def, state_def):
     roles = [_role(x, params_def, state_def) for x in out]
     if tuple(roles) == _STEP_OUT:
         return
+    if tuple(roles) == ("params", "opt_state", "loss()"):
+        raise Fail(f"3 つ目が形 () のスカラー 1 つです。期待は {K_STEPS} ステップそれぞれの損失を並べた形 ({K_STEPS},) の配列です"
+                   "（lax.scan の 2 つ目の戻り値に各ステップの loss を出すと、並んで返ります）。")
     got = "(" + ", ".join(roles) + ")"
     if sorted(roles) == sorted(_STEP_OUT):
-        raise Fail(f"学習ステップの返り値の順番が違います: 期待 (params, opt_state, loss)、実際 {got}。")
+        raise Fail(f"学習ステップの返り値の順番が違います: 期待 (params, opt_state, losses)、実際 {got}。")
     raise Fail(f"学習ステップの返り値が 3 つ組{want}になっていません: 実際 {got}"
-               "（params と opt_state は入力と同じ構造、loss はスカラーです）。")
+               f"（params と opt_state は入力と同じ構造、losses は形 ({K_STEPS},) です）。")
 
 
 _REF3: dict[int, tuple] = {}
@@ -96,10 +105,11 @@ def check_dp_train_step(fn):
     n = jax.device_count()
     mesh = mesh_1d("data")
     rng = exercise_rng(3)
-    d_in, d_hid, d_out, bsz, steps = 3, 8, 2, 4 * n, 3
+    d_in, d_hid, d_out, bsz, steps = 3, 8, 2, 4 * n, 3  # steps 回呼び、1 回で K_STEPS ステップ
     params = {"W1": f32(rng.normal(size=(d_in, d_hid)) * 0.5), "b1": f32(np.zeros(d_hid)),
               "W2": f32(rng.normal(size=(d_hid, d_out)) * 0.5), "b2": f32(np.zeros(d_out))}
-    batches = [(f32(rng.normal(size=(bsz, d_in))), f32(rng.normal(size=(bsz, d_out)))) for _ in range(steps)]
+    batches = [(f32(rng.normal(size=(K_STEPS, bsz, d_in))), f32(rng.normal(size=(K_STEPS, bsz, d_out))))
+               for _ in range(steps)]
     optimizer = optax.adamw(learning_rate=0.05, weight_decay=0.1)  # 更新に params が要る
 
     now = [0]  # いま何ステップ目の呼び出しの中か（0 は make_dp_train_step の中）
@@ -120,9 +130,10 @@ def check_dp_train_step(fn):
         p = jax.device_put(params, jax.devices()[0])
         s = optimizer.init(p)
         losses = []
-        for xs, ys in batches:
-            p, s, loss = ref_step(p, s, xs, ys)
-            losses.append(float(loss))
+        for xk, yk in batches:
+            for xs, ys in zip(xk, yk):
+                p, s, loss = ref_step(p, s, xs, ys)
+                losses.append(float(loss))
         return jax.device_get(p), losses
 
     if n not in _REF3:  # 参照は決定的なので、デバイス数ごとに 1 度だけ計算する
@@ -140,30 +151,37 @@ def check_dp_train_step(fn):
         losses = []
         for i, (xs, ys) in enumerate(batches, 1):
             now[0] = i
-            out = call(step, p, s, xs, ys)
+            out = _call_step(step, p, s, xs, ys)
             _expect_step_output(out, params_def, state_def)
             p, s, loss = out
             _expect_replicated(p, n, "出力パラメータ ")
             _expect_replicated(s, n, "オプティマイザの状態 ")
-            losses.append(float(np.asarray(loss)))
+            losses.extend(float(v) for v in np.asarray(loss))
 
     if not calls:
         raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めましょう。")
-    traced = sorted({i for i, _, _ in calls})  # loss_fn が呼ばれた（トレースされた）ステップ
+    first = sum(1 for i, _, _ in calls if i == 1)
+    if K_STEPS > 2 and first >= K_STEPS and all(in_jit for _, in_jit, _ in calls):
+        raise Fail(f"1 回の呼び出し（{K_STEPS} ステップ）で loss_fn が {first} 回トレースされました。Python のループで "
+                   f"{K_STEPS} ステップを書き下すと、jit の中身がステップの数だけ長くなります。"
+                   "lax.scan で 1 ステップ分の関数を回しましょう（params と opt_state を carry に入れます）。")
+    traced = sorted({i for i, _, _ in calls})  # loss_fn が呼ばれた（トレースされた）呼び出し
     if len(traced) > 1:
         if not all(in_jit for _, in_jit, _ in calls):
-            raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn が jit の外で実行されました。"
+            raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn が jit の外で実行されました。"
                        "更新を jax.jit で包み、その jit した関数を使い回しましょう。")
         if len(traced) < steps:  # 毎回ではない: 入力の型が変わって再コンパイルした
-            raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースされました（期待は最初の 1 ステップだけ）。"
+            raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn がトレースされました（期待は最初の 1 回だけ）。"
                        "出力の params や opt_state の形・型・シャーディングが入力と違うと、次のステップで再コンパイルされます。")
-        raise Fail(f"{steps} ステップのうち {len(traced)} ステップで loss_fn がトレースされました（期待は最初の 1 ステップだけ）。"
-                   "呼ぶたびに jax.jit し直しています。jit した関数は 1 度だけ作って使い回しましょう。")
+        raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn がトレースされました（期待は最初の 1 回だけ）。"
+                   "呼ぶたびにトレースし直しています（呼ぶたびに jax.jit を作り直しているか、jit を付けていません）。"
+                   "jit した関数は make_dp_train_step の中で 1 度だけ作って使い回しましょう。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":
-        raise Fail(f"loss_fn に届いたバッチの型が {xs_type} で、'data' 軸で分割されていません。"
-                   "jax.device_put(xs, NamedSharding(mesh, P('data'))) で分割してから jit した関数に渡しましょう。")
+        raise Fail(f"loss_fn に届いた 1 ステップ分のバッチの型が {xs_type} で、バッチの軸が 'data' 軸で分割されていません。"
+                   "xs の形は (ステップ, バッチ, 特徴) なので、jax.device_put(xs, NamedSharding(mesh, P(None, 'data'))) で"
+                   "1 軸目を分割してから jit した関数に渡しましょう。")
     got_params = jax.device_get(p)
     if not all(matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
         rev, _ = reference(-1)
@@ -171,9 +189,21 @@ def check_dp_train_step(fn):
             raise Fail("更新の向きが逆です（params - updates）。optax の updates は足すもの: "
                        "optax.apply_updates(params, updates) を使いましょう。")
         for k in params:
-            expect_close(got_params[k], want_params[k], f"{steps} ステップ後の params['{k}']", rtol=1e-3, atol=1e-5,
+            expect_close(got_params[k], want_params[k], f"{steps * K_STEPS} ステップ後の params['{k}']", rtol=1e-3, atol=1e-5,
                          hint="value_and_grad → optimizer.update(grads, opt_state, params) → optax.apply_updates の順です。")
     expect_close(np.array(losses), np.array(want_losses), "各ステップの loss", rtol=1e-3, atol=1e-5,
-                 hint="loss は更新前のパラメータでの損失（value_and_grad の値）を返します。")
-    return (f"{n} デバイスで {steps} ステップ: 1 デバイスの結果と一致し、コンパイルは 1 回、"
-            "バッチは 'data' で分割、パラメータと状態は複製のままです。")
+                 hint="losses の k 番目は、k 番目のステップの更新前のパラメータでの損失（value_and_grad の値）です。")
+    return (f"{n} デバイスで {steps} 回 × {K_STEPS} ステップ: 1 デバイスで 1 ステップずつ回した結果と一致し、コンパイルは 1 回、"
+            "ステップは scan で回り、バッチは 'data' で分割、パラメータと状態は複製のままです。")
+
+
+def _call_step(step, *args):
+    """学習者の train_step を呼ぶ。ステップの軸（0 軸）を分割しようとして割り切れないエラーには、どの軸かを言う。"""
+    try:
+        return call(step, *args)
+    except LearnerError as err:
+        text = str(err.exc)
+        if "axis 0 is partitioned" in text or (f"{K_STEPS}" in text and "divisible" in text):
+            raise Fail(f"xs の 0 軸（長さ {K_STEPS}、ステップの軸）を 'data' で分割しようとして、割り切れずにエラーになりました。"
+                       "xs の形は (ステップ, バッチ, 特徴) で、分割するのはバッチの軸（1 軸目）: P(None, 'data') です。") from None
+        raise
