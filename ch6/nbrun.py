@@ -40,12 +40,31 @@ def _clean_error(out, rules) -> None:
     out["traceback"] = [f"{out.get('ename', 'Error')}: {evalue}"]
 
 
+def coalesce_streams(outputs: list) -> list:
+    """続けて出た同じ種類のストリーム（stdout / stderr）を 1 つにまとめる。カーネルが出力をどこで区切って
+    送るかは実行のたびに変わるので、まとめておくと保存する出力が毎回同じになる。"""
+    merged = []
+    for out in outputs:
+        if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")):
+            prev = merged[-1]
+            text = prev["text"] if isinstance(prev["text"], str) else "".join(prev["text"])
+            more = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
+            prev["text"] = text + more
+        else:
+            merged.append(out)
+    return merged
+
+
 def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """実行のたびに変わるメタデータ（時刻など）を落とし、例外の出力からローカルパスを除く。"""
+    """実行のたびに変わるメタデータ（時刻など）を落とし、例外の出力からローカルパスを除き、
+    続けて出たストリームを 1 つにまとめる。"""
     rules = sanitizers()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("collapsed", None)
+        if cell.get("outputs"):
+            cell.outputs = coalesce_streams(cell.outputs)
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 _clean_error(out, rules)

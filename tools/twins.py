@@ -90,7 +90,9 @@ def outputs_text(nb, name: str) -> str:
     """保存済みの出力を読める形にする。図は text/plain（何を描いたか）と PNG の大きさ・ハッシュ。"""
     lines = [f"# {name} の保存済み出力（tools/twins.py が .ipynb から作ります。手で編集しないでください）"]
     for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
-        outs = cell.get("outputs", [])
+        from ch6 import nbrun
+
+        outs = nbrun.coalesce_streams([dict(o) for o in cell.get("outputs", [])])
         if not outs:
             continue
         first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
