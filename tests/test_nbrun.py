@@ -44,3 +44,13 @@ def test_sanitising_rules_are_idempotent():
     for pattern, repl in nbrun.sanitizers():
         twice = pattern.sub(repl, twice)
     assert once == twice == "at 0xADDR object id N took TIME in <cell>"
+
+
+def test_consecutive_streams_are_merged_so_stored_outputs_do_not_depend_on_timing():
+    outs = [{"output_type": "stream", "name": "stdout", "text": "a = 1"},
+            {"output_type": "stream", "name": "stdout", "text": ["\n", "b = 2\n"]},
+            {"output_type": "stream", "name": "stderr", "text": "warn\n"},
+            {"output_type": "stream", "name": "stdout", "text": "c\n"}]
+    merged = nbrun.coalesce_streams(outs)
+    assert [o["name"] for o in merged] == ["stdout", "stderr", "stdout"]
+    assert merged[0]["text"] == "a = 1\nb = 2\n"
