@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
-from .common import expect_tree, guard, exercise_rng, shape_of, Spy, tree_close, expect_used
-
+from .common import Spy, exercise_rng, expect_tree, expect_used, guard, shape_of, tree_close
 
 # 6.1-5 -------------------------------------------------------------------------------
 # M 個のモデルを、モデルごとの学習率で 1 ステップずつ学習する（パラメータ側の vmap）
