@@ -36,13 +36,13 @@ def _sgd_reference(loss_fn, stacked, xs, ys, lrs, reduce="mean", same_lr=False, 
 
     out = []
     for i in range(len(lrs)):
-        p = jax.tree.map(lambda a: a[i], stacked)
+        p = jax.tree.map(lambda a: a[i], stacked)  # noqa: B023  その回のうちに使う
         gs = [jax.grad(loss_fn)(p, x, y) for x, y in zip(xs, ys)]
         g = jax.tree.map(lambda *v: np.sum([np.asarray(u, np.float64) for u in v], axis=0), *gs)
         if reduce == "mean":
             g = jax.tree.map(lambda v: v / len(xs), g)
         lr = float(lrs[0] if same_lr else lrs[i])
-        out.append(g if grads_only else jax.tree.map(lambda a, v: np.asarray(a, np.float64) + sign * lr * v, p, g))
+        out.append(g if grads_only else jax.tree.map(lambda a, v: np.asarray(a, np.float64) + sign * lr * v, p, g))  # noqa: B023
     return jax.tree.map(lambda *v: np.stack(v), *out)
 
 
