@@ -31,8 +31,9 @@ $(STAMP): requirements.txt pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
-# 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
+# lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
 
 # 内側のループ: lint と、ノートブックもカーネルも起動しない速い単体テスト（2 コアで 1 分以内）
