@@ -15,7 +15,7 @@ MIN_VENV := .venv-min
 # nbgrader 版の試験だけに使う venv（nbgrader は講座の環境に入れない。版は requirements-nbgrader.txt）
 NBGRADER_VENV := .venv-nbgrader
 # CI で試すデバイス数（奇数を含む）
-DEVICE_COUNTS ?= 1 3 4
+DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
 .PHONY: lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
