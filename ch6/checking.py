@@ -2,7 +2,7 @@
 
 一つの演習につき一つのチェック関数を ``@exercise("6.1-1", "関数名")`` で登録します。
 チェック関数は学習者の解答を受け取り、合格なら短い説明文を返し、不合格なら :class:`Fail` を
-送出します（メッセージは日本語 1 行: 期待したもの、返ってきたもの、ヒント）。学習者のコードは必ず
+送出します（メッセージは日本語 1 行、2 文・100 字ほどまで: 原因、期待したものと返ってきたもの、直し方の順）。学習者のコードは必ず
 :func:`call` を通して呼ぶので、学習者側の例外とチェッカー自身の不具合を区別できます。
 
 - 登録: :func:`exercise`
@@ -96,7 +96,7 @@ def _is_stub(exc: NotImplementedError) -> bool:
 def call(fn: Callable, *args, **kwargs):
     """学習者の関数を呼ぶ。NotImplementedError は NotDone、それ以外の例外は LearnerError に。"""
     if not callable(fn):
-        raise Fail(f"関数を渡してください（受け取ったのは {type(fn).__name__} です）。")
+        raise Fail(f"関数のはずの値が {type(fn).__name__} でした。関数そのものを渡してください。")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
@@ -146,7 +146,7 @@ def expect_shape(got, want: tuple, what: str = "出力", hint: str = "") -> None
     if shape is None:
         raise Fail(f"{what}は配列のはずですが、{type(got).__name__} が返りました。{hint}".strip())
     if shape != tuple(want):
-        raise Fail(f"{what}の形が違います: 期待 {fmt(tuple(want))}、実際 {fmt(shape)}。{hint}".strip())
+        raise Fail(f"{what}の形が違います（{fmt(tuple(want))} のはずが {fmt(shape)} でした）。{hint}".strip())
 
 
 def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: float = 1e-5,
@@ -156,8 +156,8 @@ def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: f
     expect_shape(got, want.shape, what, hint)
     try:
         g = np.asarray(got, dtype=np.float64)
-    except Exception as exc:
-        raise Fail(f"{what}を数値の配列に変換できません（{explain.explain(exc)}）") from None
+    except Exception:
+        raise Fail(f"{what}を数値の配列に変換できませんでした（型は {type(got).__name__}）。{hint}".strip()) from None
     w = want.astype(np.float64)
     if not np.all(np.isfinite(g)):
         raise Fail(f"{what}に NaN または inf が含まれています。{hint}".strip())
@@ -165,11 +165,11 @@ def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: f
     bad = err > atol + rtol * np.abs(w)
     if bad.any():
         idx = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if err.ndim else ()
-        pos = f"位置 {fmt(tuple(int(i) for i in idx))} で" if idx else ""
-        count = f"（{int(bad.sum())}/{bad.size} 要素が許容誤差外）" if bad.size > 1 else ""  # スカラーには数えない
+        pos = f"位置 {fmt(tuple(int(i) for i in idx))} で " if idx else ""
+        count = f"、{bad.size} 要素中 {int(bad.sum())} 要素が許容誤差の外" if bad.size > 1 else ""  # スカラーには数えない
         sep = " " if what[-1:].isascii() and what[-1:].strip() else ""  # 「'w' の値」のように英数字の後は空ける
         label = what if what.endswith("値") else f"{what}{sep}の値"  # 「の値の値」「戻り値の値」にしない
-        raise Fail(f"{label}が違います: {pos}期待 {fmt(w[idx])}、実際 {fmt(g[idx])}{count}。{hint}".strip())
+        raise Fail(f"{label}が違います（{pos}{fmt(w[idx])} のはずが {fmt(g[idx])}{count}）。{hint}".strip())
 
 
 # ---------------------------------------------------------------- jaxpr を使った構造チェック
@@ -232,14 +232,14 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
     counts = [jaxpr_size(fn, *make_args(n)) for n in sizes]
     if counts[0] != counts[1]:
         raise Fail(
-            f"{what} {sizes[0]} と {sizes[1]} で jaxpr の式の数が {counts[0]} → {counts[1]} と増えました。"
-            "Python のループで 1 件ずつ処理していませんか？ vmap を使いましょう。"
+            f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
+            "Python のループで 1 件ずつ処理しています。vmap で一度にバッチ化しましょう。"
         )
     prims = jaxpr_primitives(fn, *make_args(sizes[1]))
     loops = sorted(prims & {"scan", "while"})
     if loops:
         raise Fail(
-            f"jaxpr に {', '.join(loops)} があります: lax.map / scan / fori_loop で 1 件ずつ回しています。"
+            f"jaxpr に {', '.join(loops)} があるので、lax.map / scan / fori_loop で 1 件ずつ回しています。"
             "vmap で一度にバッチ化しましょう。"
         )
 
