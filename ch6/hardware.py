@@ -1,58 +1,191 @@
-"""公表されているアクセラレータの性能の表（6.7 節の見積もりに使う定数）。
+"""公表されているアクセラレータの性能の表（6.7 節からのコストの見積もりに使う定数）。
 
-どの行も、公表した文書の名前と URL を持ちます。値は 1 チップ（GPU は 1 枚）あたりで、
+どの行も 1 チップ（GPU は 1 枚）あたりの値で、出典（文書の名前と URL）を持ちます。通信の帯域は、あいまいな
+1 つの数ではなく、ハードウェアの量として書きます。式が割る帯域は、その量から導いた性質（property）です。
 
-- ``flops``: bf16 の行列積の最大性能（FLOP/s）。NVIDIA の表は疎性（sparsity）ありの値を大きく載せるので、
-  ここではその半分の密な（dense）値を使います。
-- ``hbm_bw``: HBM（チップの主メモリ）の帯域（バイト/秒）
-- ``link_bw``: チップ間の通信の帯域（バイト/秒）。TPU は ICI（文書の Gbps を 8 で割った値）、
-  NVIDIA は NVLink（両方向の合計）です。片方向か両方向か、リンクを何本数えるかは文書ごとにそろっていないので、
-  ここでの見積もりは桁と比（どちらが重いか）を見るためのものです。
-- ``hbm_bytes``: HBM の容量（バイト）
+TPU の行
+    ``ici_link_oneway``
+        ICI（チップ間の相互接続）のリンク 1 本の片方向の帯域（バイト/秒）。
+    ``torus_axes``
+        トーラスの軸の数（v5e と v6e は 2 次元、v5p は 3 次元）。各軸で、チップは両隣へのリンクを 1 本ずつ持つ。
+    ``dcn_bw_per_host`` と ``chips_per_host``
+        データセンターのネットワーク（DCN）の、ホスト 1 台あたりの帯域と、1 ホストのチップの数。
+GPU の行
+    ``nvlink_oneway``
+        NVLink で 1 枚の GPU が外へ出せる片方向の帯域（バイト/秒）。データシートの NVLink の値は両方向の合計なので、
+        その半分。
+    ``nvlink_domain``
+        NVLink（NVSwitch）で全対全につながる GPU の数（HGX は 8）。
+    ``ib_bw``
+        NVLink ドメインの外（InfiniBand）へ、1 枚の GPU が出せる片方向の帯域。
+
+導いた量（式はこれで割る）
+    ``ridge``
+        flops / hbm_bw。リッジポイント（FLOP/バイト）。
+    ``axis_bw``
+        メッシュの 1 つの軸に沿ったリングの集団通信で、1 チップが 1 秒に送れるバイト。TPU は軸のリングが
+        巻き戻る（wraparound）とき両方向を同時に使えるので、片方向の 2 倍（スケーリングブックの「bidirectional
+        W_ici」）。GPU はノードの中のリングで、NVLink の片方向の出口の帯域（ブックの GPU の章の W）。
+    ``all_axes_bw``
+        TPU はすべてのトーラスの軸を同時に使うときの合計（軸の数 × axis_bw）。GPU は NVLink ドメインの中で
+        axis_bw と同じ（軸がいくつあっても出口は 1 つ）。
+    ``scaleout_bw``
+        チップ間の相互接続の外の帯域（1 チップあたり）。TPU は DCN（ホストの帯域 ÷ ホストのチップ数）、
+        GPU は InfiniBand。
+    ``link_oneway``
+        1 本のリンクの片方向（TPU は ICI のリンク、GPU は NVLink の出口）。一方向の ``ppermute`` が使う帯域。
+
+値の選び方
+    ``flops``（bf16 の密な行列積の最大性能）、``hbm_bw``、``hbm_bytes`` は各社のデータシートの値です。NVIDIA の表は
+    疎性（sparsity）ありの値を大きく載せるので、その半分の密な値を使います。
+
+    TPU の ICI はデータシートがチップ全体の合計（Gbps）しか載せず、片方向か両方向か、何本のリンクかを書いていません。
+    そこで、リンク 1 本の片方向の値はスケーリングブック（"How to Scale Your Model", jax-ml/scaling-book、
+    第 2 章 "How to Think About TPUs"）の表の値を使います。ブックの数値例はすべてこの値から出ているので、
+    同じ値なら講座の関数でブックの数値を再現できます。データシートの合計をリンクの本数で割った値はこれより
+    1〜2 割大きく、どちらを使っても桁と結論は変わりません（各行の docstring を参照）。
+    DCN の値もブックの同じ章（ホストあたり約 2.5e10 バイト/秒）です。
 
 使い方::
 
     from ch6.hardware import CHIPS, chip
-    v5e = chip("TPU v5e")
-    v5e.flops / v5e.hbm_bw      # リッジポイント（FLOP/バイト）
+    v5p = chip("TPU v5p")
+    v5p.ridge                 # リッジポイント（FLOP/バイト）
+    v5p.flops / v5p.axis_bw   # データ並列のしきい値（1 チップのトークン数、ブックの形。ch6.cost を参照）
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 GB = 10**9
 TERA = 10**12
 
+SCALING_BOOK = "How to Scale Your Model (jax-ml/scaling-book)"
+SCALING_BOOK_URL = "https://jax-ml.github.io/scaling-book/"
+BOOK_TPUS = ("How to Scale Your Model, 第 2 章 How to Think About TPUs",
+             "https://jax-ml.github.io/scaling-book/tpus/")
+BOOK_GPUS = ("How to Scale Your Model, How to Think About GPUs",
+             "https://jax-ml.github.io/scaling-book/gpus/")
 
-class Chip(NamedTuple):
+
+@dataclass(frozen=True, kw_only=True)
+class Chip:
+    """アクセラレータ 1 チップ（GPU は 1 枚）の行。TPU か GPU かで、通信の欄のどちらかを埋めます。"""
+
     name: str
-    flops: float      # bf16 の最大性能（FLOP/s、密な値）
-    hbm_bw: float     # HBM の帯域（バイト/秒）
-    link_bw: float    # チップ間の帯域（バイト/秒）
-    hbm_bytes: float  # HBM の容量（バイト）
-    source: str       # 公表した文書
+    kind: str          # "TPU" または "GPU"
+    flops: float       # bf16 の密な行列積の最大性能（FLOP/s）
+    hbm_bw: float      # HBM の帯域（バイト/秒）
+    hbm_bytes: float   # HBM の容量（バイト）
+    source: str        # flops・hbm_bw・hbm_bytes の出典（データシート）
     url: str
+    link_source: str   # 通信の欄の出典
+    link_url: str
+    # TPU
+    ici_link_oneway: float | None = None  # ICI のリンク 1 本の片方向（バイト/秒）
+    torus_axes: int | None = None         # トーラスの軸の数
+    dcn_bw_per_host: float | None = None  # DCN のホストあたりの帯域（バイト/秒）
+    chips_per_host: int | None = None     # 1 ホストのチップの数
+    # GPU
+    nvlink_oneway: float | None = None    # NVLink の片方向の出口の帯域（バイト/秒、1 枚あたり）
+    nvlink_domain: int | None = None      # NVLink で全対全につながる GPU の数
+    ib_bw: float | None = None            # InfiniBand の片方向の帯域（バイト/秒、1 枚あたり）
+
+    def __post_init__(self) -> None:
+        if self.kind == "TPU":
+            need = ("ici_link_oneway", "torus_axes", "dcn_bw_per_host", "chips_per_host")
+        elif self.kind == "GPU":
+            need = ("nvlink_oneway", "nvlink_domain", "ib_bw")
+        else:
+            raise ValueError(f"kind は 'TPU' か 'GPU' です: {self.kind!r}")
+        missing = [f for f in need if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"{self.name}: {self.kind} の行には {missing} が要ります")
 
     @property
     def ridge(self) -> float:
-        """リッジポイント: これより演算強度（FLOP/バイト）が低い計算はメモリ帯域で決まる。"""
+        """リッジポイント flops / hbm_bw（FLOP/バイト）。これより演算強度の低い計算は HBM の帯域で頭打ちになる。"""
         return self.flops / self.hbm_bw
 
+    @property
+    def link_oneway(self) -> float:
+        """1 本のリンクの片方向の帯域（一方向の ppermute が使う）。TPU は ICI のリンク、GPU は NVLink の出口。"""
+        return self.ici_link_oneway if self.kind == "TPU" else self.nvlink_oneway  # type: ignore[return-value]
 
-CHIPS: tuple[Chip, ...] = (
-    Chip("TPU v5e", 197 * TERA, 819 * GB, 1600 / 8 * GB, 16 * GB,
-         "Google Cloud TPU documentation: TPU v5e", "https://cloud.google.com/tpu/docs/v5e"),
-    Chip("TPU v6e", 918 * TERA, 1640 * GB, 3584 / 8 * GB, 32 * GB,
-         "Google Cloud TPU documentation: TPU v6e", "https://cloud.google.com/tpu/docs/v6e"),
-    Chip("TPU v5p", 459 * TERA, 2765 * GB, 4800 / 8 * GB, 95 * GB,
-         "Google Cloud TPU documentation: TPU v5p", "https://cloud.google.com/tpu/docs/v5p"),
-    Chip("H100 SXM", 989 * TERA, 3350 * GB, 900 * GB, 80 * GB,
-         "NVIDIA H100 Tensor Core GPU (data sheet)", "https://www.nvidia.com/en-us/data-center/h100/"),
-    Chip("H200 SXM", 989 * TERA, 4800 * GB, 900 * GB, 141 * GB,
-         "NVIDIA H200 Tensor Core GPU (data sheet)", "https://www.nvidia.com/en-us/data-center/h200/"),
-    Chip("B200 (HGX)", 2250 * TERA, 8000 * GB, 1800 * GB, 180 * GB,
-         "NVIDIA HGX Platform (HGX B200 specifications)", "https://www.nvidia.com/en-us/data-center/hgx/"),
+    @property
+    def axis_bw(self) -> float:
+        """メッシュの 1 軸のリングの集団通信で 1 チップが 1 秒に送るバイト。
+
+        TPU: 軸のリングの両方向（2 × ici_link_oneway、ブックの bidirectional W_ici）。
+        GPU: NVLink の片方向の出口（ノードの中のリング）。"""
+        if self.kind == "TPU":
+            return 2 * self.ici_link_oneway  # type: ignore[operator]
+        return self.nvlink_oneway  # type: ignore[return-value]
+
+    @property
+    def all_axes_bw(self) -> float:
+        """すべての軸を同時に使うときの帯域。TPU は torus_axes × axis_bw、GPU は axis_bw（出口は 1 つ）。"""
+        if self.kind == "TPU":
+            return self.torus_axes * self.axis_bw  # type: ignore[operator]
+        return self.axis_bw
+
+    @property
+    def scaleout_bw(self) -> float:
+        """相互接続の外への 1 チップあたりの帯域。TPU は DCN ÷ ホストのチップ数、GPU は InfiniBand。"""
+        if self.kind == "TPU":
+            return self.dcn_bw_per_host / self.chips_per_host  # type: ignore[operator]
+        return self.ib_bw  # type: ignore[return-value]
+
+
+_DCN_HOST = 2.5e10  # ブック第 2 章: DCN はホストあたり約 2.5e10 バイト/秒
+
+TPU_V5E = Chip(
+    name="TPU v5e", kind="TPU", flops=197 * TERA, hbm_bw=819 * GB, hbm_bytes=16 * GB,
+    source="Google Cloud TPU documentation: TPU v5e", url="https://cloud.google.com/tpu/docs/v5e",
+    link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
+    # データシートの ICI はチップあたり 1600 Gbps（4 本のリンクなら 1 本 50 GB/s）。ブックの 4.5e10 を使う。
+    ici_link_oneway=45 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST, chips_per_host=8,
 )
+TPU_V6E = Chip(
+    name="TPU v6e", kind="TPU", flops=918 * TERA, hbm_bw=1640 * GB, hbm_bytes=32 * GB,
+    source="Google Cloud TPU documentation: TPU v6e", url="https://cloud.google.com/tpu/docs/v6e",
+    link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
+    # データシートはチップあたり 3584 Gbps（4 本なら 1 本 112 GB/s）。ブックの 9e10 を使う。
+    ici_link_oneway=90 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST, chips_per_host=8,
+)
+TPU_V5P = Chip(
+    name="TPU v5p", kind="TPU", flops=459 * TERA, hbm_bw=2765 * GB, hbm_bytes=95 * GB,
+    source="Google Cloud TPU documentation: TPU v5p", url="https://cloud.google.com/tpu/docs/v5p",
+    link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
+    # データシートはチップあたり 4800 Gbps（6 本なら 1 本 100 GB/s）。ブックの 9e10 を使う。
+    ici_link_oneway=90 * GB, torus_axes=3, dcn_bw_per_host=_DCN_HOST, chips_per_host=4,
+)
+H100 = Chip(
+    name="H100 SXM", kind="GPU", flops=989 * TERA, hbm_bw=3350 * GB, hbm_bytes=80 * GB,
+    source="NVIDIA H100 Tensor Core GPU (data sheet)", url="https://www.nvidia.com/en-us/data-center/h100/",
+    link_source="NVIDIA H100 data sheet (NVLink 900 GB/s は両方向の合計) / " + BOOK_GPUS[0],
+    link_url="https://www.nvidia.com/en-us/data-center/h100/",
+    # NVLink 900 GB/s は両方向の合計。片方向 450 GB/s（ブックの GPU の章も 450）。
+    # InfiniBand: HGX H100 は GPU 1 枚に ConnectX-7 400 Gb/s 1 ポート = 50 GB/s。
+    nvlink_oneway=450 * GB, nvlink_domain=8, ib_bw=50 * GB,
+)
+H200 = Chip(
+    name="H200 SXM", kind="GPU", flops=989 * TERA, hbm_bw=4800 * GB, hbm_bytes=141 * GB,
+    source="NVIDIA H200 Tensor Core GPU (data sheet)", url="https://www.nvidia.com/en-us/data-center/h200/",
+    link_source="NVIDIA H200 data sheet (NVLink 900 GB/s は両方向の合計) / " + BOOK_GPUS[0],
+    link_url="https://www.nvidia.com/en-us/data-center/h200/",
+    nvlink_oneway=450 * GB, nvlink_domain=8, ib_bw=50 * GB,
+)
+B200 = Chip(
+    name="B200 (HGX)", kind="GPU", flops=2250 * TERA, hbm_bw=8000 * GB, hbm_bytes=180 * GB,
+    source="NVIDIA HGX Platform (HGX B200 specifications)", url="https://www.nvidia.com/en-us/data-center/hgx/",
+    link_source="NVIDIA HGX B200 specifications (NVLink 1.8 TB/s は両方向の合計) / " + BOOK_GPUS[0],
+    link_url="https://www.nvidia.com/en-us/data-center/hgx/",
+    # NVLink 5 は 1.8 TB/s（両方向）で、片方向 900 GB/s。InfiniBand は GPU 1 枚に 400 Gb/s = 50 GB/s。
+    nvlink_oneway=900 * GB, nvlink_domain=8, ib_bw=50 * GB,
+)
+
+CHIPS: tuple[Chip, ...] = (TPU_V5E, TPU_V6E, TPU_V5P, H100, H200, B200)
 
 
 def chip(name: str) -> Chip:

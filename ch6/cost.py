@@ -1,0 +1,219 @@
+"""1 ステップのコストの見積もり: 集団通信の秒、ステップの秒、並列化のしきい値（6.7 節から使う）。
+
+JAX も NumPy も import しない、小さな純粋な Python です。帯域は ``ch6.hardware.Chip`` の導いた量を渡します。
+
+- リングの集団通信（all-gather、reduce-scatter、all-reduce）は、メッシュの 1 つの軸に沿って 1 チップが 1 秒に送る
+  バイト ``chip.axis_bw`` で割ります（すべての軸を同時に使うなら ``chip.all_axes_bw``）。
+- all-to-all はネットワークの形で変わります: トーラス（リングの両方向）か、スイッチ（NVSwitch、全対全）か。
+- 一方向の ``ppermute`` はリンクの片方向 ``chip.link_oneway`` で割ります。
+
+式と数値はスケーリングブック（"How to Scale Your Model", https://jax-ml.github.io/scaling-book/）に合わせています。
+第 3 章 "Sharded Matrices and How to Multiply Them" が集団通信の秒、第 5 章 "How to Parallelize a Transformer for
+Training" がしきい値です。ブックのしきい値は n → ∞ の形で (n − 1)/n を省きます。ここの ``*_time`` 関数は n を
+受け取り、(n − 1)/n を含めます。
+"""
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, Protocol
+
+BF16 = 2  # bf16 の 1 要素のバイト
+
+#: 学習の 1 ステップの FLOP（6·トークン·P）と、そのうち逆伝播の FLOP（4·トークン·P）の比。
+#: ブックのしきい値は逆伝播だけを勾配の通信と比べ、講座のステップ全体の形はステップ全体を比べる。
+WHOLE_STEP_FACTOR = 6 / 4
+
+#: ブロックごとの再計算（各層の入力だけを保存）で、学習の FLOP が 6ND から約 8ND になる比（ブック第 4 章）。
+REMAT_FLOP_FACTOR = 8 / 6
+
+
+class _Chip(Protocol):
+    flops: float
+    hbm_bw: float
+
+    @property
+    def axis_bw(self) -> float: ...
+    @property
+    def all_axes_bw(self) -> float: ...
+
+
+def _check(n: int, bw: float) -> None:
+    if int(n) != n or n < 1:
+        raise ValueError(f"デバイスの数 n は 1 以上の整数です: {n!r}")
+    if not bw > 0:
+        raise ValueError(f"帯域 bw は正の数です: {bw!r}")
+
+
+def all_gather_time(nbytes_full: float, n: int, bw: float) -> float:
+    """all-gather の秒 = nbytes_full · (n − 1)/n ÷ bw。
+
+    nbytes_full は集めた後の配列 1 つのバイト。各デバイスは残りの (n − 1)/n を受け取る（送る）。
+    bw はリングで 1 デバイスが 1 秒に送るバイト: TPU の 1 軸なら ``axis_bw``（両方向）、すべての軸なら
+    ``all_axes_bw``、GPU なら NVLink の片方向の出口 ``axis_bw``。n = 1 なら 0。"""
+    _check(n, bw)
+    return nbytes_full * (n - 1) / n / bw
+
+
+def reduce_scatter_time(nbytes_full: float, n: int, bw: float) -> float:
+    """reduce-scatter の秒 = nbytes_full · (n − 1)/n ÷ bw（all-gather と同じ量を逆向きに流す）。
+
+    nbytes_full は各デバイスが持つ、足し合わせる前の配列全体のバイト。bw は all-gather と同じリングの帯域。"""
+    return all_gather_time(nbytes_full, n, bw)
+
+
+def all_reduce_time(nbytes_full: float, n: int, bw: float) -> float:
+    """all-reduce の秒 = 2 × all-gather（リングでは reduce-scatter の後に all-gather）。bw はリングの帯域。"""
+    return 2 * all_gather_time(nbytes_full, n, bw)
+
+
+def all_to_all_time(nbytes_per_device: float, n: int, bw: float,
+                    network: Literal["torus", "switch"] = "torus") -> float:
+    """all-to-all の秒。nbytes_per_device は 1 デバイスが持つ配列のバイト（その (n − 1)/n をほかへ送る）。
+
+    ``"torus"``: bw はトーラスの 1 軸の両方向の帯域 ``axis_bw``。各デバイスは行き先ごとに nbytes/n の塊を
+    近い向きに送り、距離 d の塊は d 本のリンクを通る。片方向に載る塊は n が偶数なら n²/8 個、奇数なら (n² − 1)/8 個
+    （ちょうど反対側の塊は両方向に半分ずつ）で、片方向の帯域は bw/2。秒 = (nbytes/n) · 塊の数 ÷ (bw/2)。
+    大きな n では同じ配列の all-gather（nbytes · n を集める）の約 1/4（ブック第 3 章の「AllGather / 4」）。
+
+    ``"switch"``: bw は出口の片方向の帯域（NVLink の ``axis_bw``）。スイッチでは塊が 1 ホップで届くので、
+    秒 = nbytes · (n − 1)/n ÷ bw。"""
+    _check(n, bw)
+    if network == "switch":
+        return nbytes_per_device * (n - 1) / n / bw
+    if network != "torus":
+        raise ValueError(f"network は 'torus' か 'switch' です: {network!r}")
+    chunks_one_way = n * n / 8 if n % 2 == 0 else (n * n - 1) / 8
+    return nbytes_per_device / n * chunks_one_way / (bw / 2)
+
+
+def ppermute_time(nbytes: float, link_oneway: float) -> float:
+    """一方向の ppermute（各デバイスが隣へ nbytes を送る）の秒 = nbytes ÷ link_oneway。
+
+    1 本のリンクの片方向しか使わないので、``axis_bw`` ではなく ``chip.link_oneway`` で割る。"""
+    _check(1, link_oneway)
+    return nbytes / link_oneway
+
+
+class StepTime(NamedTuple):
+    """1 ステップの秒の 2 つの見積もり。"""
+
+    math: float        # 計算の秒（T_math）
+    comm: float        # 通信の秒（T_comm）
+    serial: float      # 重ならないときの上界 T_math + T_comm
+    overlapped: float  # 通信が計算の裏に完全に隠れたときの見積もり max(T_math, T_comm)
+
+    @property
+    def bound(self) -> str:
+        """大きいほう: "compute"（計算律速）か "communication"（通信律速）。等しければ "compute"。"""
+        return "compute" if self.math >= self.comm else "communication"
+
+
+def step_time(t_math: float, t_comm: float) -> StepTime:
+    """T_math と T_comm から、重ならないときの和と、重なるときの max を返す。
+
+    実際のステップはこの 2 つの間にある。どこまで重なるかは、通信がどの計算の裏に隠れられるかで決まる
+    （データ並列の勾配の all-reduce は逆伝播の裏、FSDP の重みの all-gather は前の層の計算の裏）。"""
+    if t_math < 0 or t_comm < 0:
+        raise ValueError(f"秒は 0 以上です: t_math={t_math!r}, t_comm={t_comm!r}")
+    return StepTime(t_math, t_comm, t_math + t_comm, max(t_math, t_comm))
+
+
+def roofline(chip: _Chip, intensity: float) -> float:
+    """演算強度 intensity（FLOP/バイト）の計算が達成できる FLOP/s = min(flops, intensity × hbm_bw)。"""
+    return min(chip.flops, intensity * chip.hbm_bw)
+
+
+def _bw(chip: _Chip, axes: int) -> float:
+    if int(axes) != axes or axes < 1:
+        raise ValueError(f"axes は 1 以上の整数です: {axes!r}")
+    torus = getattr(chip, "torus_axes", None)
+    if torus is not None and axes > torus:
+        raise ValueError(f"{getattr(chip, 'name', 'chip')} のトーラスの軸は {torus} 本です（axes={axes}）")
+    if torus is None:  # GPU: NVLink の出口は 1 つ。軸を増やしても帯域は増えない
+        return chip.axis_bw
+    return axes * chip.axis_bw
+
+
+def dp_critical_batch(chip: _Chip, axes: int = 1, form: Literal["book", "step"] = "book") -> float:
+    """データ並列（と FSDP）が計算律速でいられる、1 チップあたりの最小のトークン数 b*。
+
+    帯域 W は axes 本の軸のリングの帯域（TPU は axes × ``axis_bw``、GPU は ``axis_bw``）。勾配の all-reduce は
+    bf16 で 2·2P バイトを送り、時間は 4P / W（n → ∞）。
+
+    ``"book"``（ブック第 5 章）: all-reduce が裏に隠れられる逆伝播の FLOP 4·b·P と比べる:
+    4·b·P / C = 4P / W から b* = C / W。
+    ``"step"``（講座のステップ全体の形）: ステップ全体の FLOP 6·b·P と比べる: b* = (4/6)·C / W、
+    ブックの形の 1/``WHOLE_STEP_FACTOR``（1/1.5）。
+    FSDP（ZeRO-3）も同じ b*: 増える順伝播の all-gather は順伝播の計算の裏に隠れる。"""
+    book = chip.flops / _bw(chip, axes)
+    if form == "book":
+        return book
+    if form == "step":
+        return book / WHOLE_STEP_FACTOR
+    raise ValueError(f"form は 'book' か 'step' です: {form!r}")
+
+
+def tp_max_ways(chip: _Chip, ffn: int, axes: int = 1) -> float:
+    """テンソル並列（Megatron 型の MLP）が計算律速でいられる最大の並列数 Y（ブック第 5 章: Y < axes·F / (C/W)）。
+
+    ffn は MLP の中間の幅 F。順伝播の FLOP 4·B·D·F / Y と、活性値の all-gather と reduce-scatter の
+    2·2·B·D / W（W は 1 軸の ``axis_bw``、axes 本なら axes 倍）を比べる。バッチによらない。"""
+    return ffn * _bw(chip, axes) / chip.flops
+
+
+def fsdp_tp_critical_batch(chip: _Chip, ffn: int) -> float:
+    """FSDP とテンソル並列を組み合わせたときの、1 チップあたりの最小のトークン数（ブック第 5 章: 2·α²/F）。
+
+    α = C / W は 1 軸の ``axis_bw`` でのしきい値、F は MLP の中間の幅。3 次元のトーラスで、FSDP と
+    テンソル並列に軸を最適に割り振ったとき（ブックの M_X·M_Y = 2）の式。"""
+    alpha = chip.flops / chip.axis_bw
+    return 2 * alpha**2 / ffn
+
+
+def train_flops(tokens: float, params: float, remat: bool = False) -> float:
+    """学習の FLOP: 6·トークン·P（順伝播 2、逆伝播 4）。remat=True はブロックごとの再計算で約 8·トークン·P。"""
+    return (8 if remat else 6) * tokens * params
+
+
+class ZeroStage(NamedTuple):
+    """データ並列の ZeRO の段（ZeRO: arXiv 1910.02054）。"""
+
+    stage: int
+    sharded: tuple[str, ...]                # デバイスに分割するもの
+    collectives: tuple[tuple[str, str], ...]  # (集団通信, どの計算の裏に隠れられるか)
+    comm_factor: float                       # 1 ステップに送るバイト ÷ (パラメータの bf16 のバイト × (n−1)/n)
+
+
+ZERO_STAGES: dict[int, ZeroStage] = {
+    0: ZeroStage(0, (), (("all-reduce（勾配）", "逆伝播"),), 2.0),
+    1: ZeroStage(1, ("最適化器の状態",),
+                 (("reduce-scatter（勾配）", "逆伝播"), ("all-gather（更新した重み）", "次の順伝播")), 2.0),
+    2: ZeroStage(2, ("最適化器の状態", "勾配"),
+                 (("reduce-scatter（勾配）", "逆伝播"), ("all-gather（更新した重み）", "次の順伝播")), 2.0),
+    3: ZeroStage(3, ("最適化器の状態", "勾配", "重み"),
+                 (("all-gather（重み）", "順伝播"), ("all-gather（重み、もう一度）", "逆伝播"),
+                  ("reduce-scatter（勾配）", "逆伝播")), 3.0),
+}
+
+
+def zero_memory_bytes(params: float, n: int, stage: int) -> float:
+    """混合精度の Adam で 1 デバイスが持つバイト（ZeRO の論文の式、パラメータあたり 16 バイト）。
+
+    bf16 の重み 2、bf16 の勾配 2、float32 のマスター重みと 2 つのモーメント 12。段ごとに分割するものを 1/n にする。
+    活性値と一時領域は含まない。"""
+    if stage not in ZERO_STAGES:
+        raise ValueError(f"stage は 0〜3 です: {stage!r}")
+    weights, grads, opt = 2 * params, 2 * params, 12 * params
+    if stage >= 1:
+        opt /= n
+    if stage >= 2:
+        grads /= n
+    if stage >= 3:
+        weights /= n
+    return weights + grads + opt
+
+
+def zero_comm_bytes(params: float, n: int, stage: int) -> float:
+    """ZeRO の段 stage で、1 デバイスが 1 ステップに送る bf16 のバイト = comm_factor × 2P × (n − 1)/n。"""
+    if stage not in ZERO_STAGES:
+        raise ValueError(f"stage は 0〜3 です: {stage!r}")
+    return ZERO_STAGES[stage].comm_factor * BF16 * params * (n - 1) / n
