@@ -1,11 +1,18 @@
-"""講座の用語集（ch6/glossary.toml が正本）と、使わない言い方を見つける関数。
+"""講座の用語集（ch6/glossary.toml が正本）と、学習者が読む文字列から使わない言い方を見つける関数。
 
-    python -m ch6.glossary                      # 用語集を Markdown で表示
-    python -m ch6.glossary --write GLOSSARY.md  # リポジトリの GLOSSARY.md を作り直す
-    python -m ch6.glossary --scan notebooks     # ノートブックの文章から使わない言い方を探す
+    python -m ch6.glossary                           # 用語集を Markdown で表示
+    python -m ch6.glossary --write GLOSSARY.md       # リポジトリの GLOSSARY.md を作り直す
+    python -m ch6.glossary --scan                    # 学習者が読むすべての文字列を調べる
+    python -m ch6.glossary --scan notebooks/6_1_vmap.md ch6/checks/s6_1   # ファイル・フォルダを指定して調べる
+
+学習者が読む文字列: マークダウン、コードのコメント、コードの中の文字列リテラル（日本語を含むもの）、保存済みの
+テキスト出力、ch6/checks/**・ch6/explain.py などのメッセージ（f 文字列は {式} のままテンプレートとして）、
+ch6/draw/** の図のタイトル・ラベル・凡例、README。ノートブックに MyST の双子（X.md、X.outputs.txt）があれば
+その行番号で報告します。
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import json
@@ -14,6 +21,9 @@ import sys
 import tomllib
 from importlib import resources
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_JA = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,14 +42,29 @@ class Rejected:
     allow: str = ""
     shown: str = ""  # GLOSSARY.md に載せる読みやすい形（省くと pattern から作る）
 
-    def find(self, text: str) -> list[str]:
+    def matches(self, text: str) -> list[tuple[int, str, str]]:
+        """(位置, 引っかかった語, 前後の文) の並び。allow が前後 20 文字に見つかれば除く。"""
         hits = []
         for m in re.finditer(self.pattern, text):
             around = text[max(0, m.start() - 20): m.end() + 20]
             if self.allow and re.search(self.allow, around):
                 continue
-            hits.append(around.replace("\n", " "))
+            hits.append((m.start(), m.group(0), around.replace("\n", " ")))
         return hits
+
+    def find(self, text: str) -> list[str]:
+        return [around for _, _, around in self.matches(text)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    where: str  # "notebooks/6_1_vmap.md:15" や "セル 3"
+    word: str
+    around: str
+    use: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: 「{self.word}」（…{self.around.strip()}…） → {self.use}"
 
 
 @functools.cache
@@ -53,6 +78,11 @@ def terms() -> list[Term]:
 
 def rejected() -> list[Rejected]:
     return [Rejected(**r) for r in _data()["rejected"]]
+
+
+def rules() -> list[dict]:
+    """表記の決まり（[[rule]]: title と text）。"""
+    return list(_data().get("rule", []))
 
 
 def markdown() -> str:
@@ -69,6 +99,10 @@ def markdown() -> str:
     for t in terms():
         api = f"`{t.api}`" if t.api else ""
         lines.append(f"| {t.ja} | {t.en} | {api} | {t.definition} |")
+    if rules():
+        lines += ["", "## 表記の決まり / Writing rules", ""]
+        for r in rules():
+            lines.append(f"- **{r['title']}** {r['text']}")
     lines += ["", "## 使わない言い方 / Rejected variants", "", "| 使わない | 代わりに |", "|---|---|"]
     for r in rejected():
         shown = r.shown or r.pattern.replace("\\\\", "\\").replace("|", " / ").replace("\\d+\\s*", "N ").replace("\\s*", " ")
@@ -76,37 +110,215 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- 学習者が読む文字列を取り出す。どれも (行番号, 文字列) の並び（行番号は 1 から） ----
+
 _COMMENT = re.compile(r"#(?!\s*(?:noqa|type:))(.*)$")
+_MAGIC = re.compile(r"^\s*[%!]")
 
 
-def prose(nb: dict) -> list[tuple[int, str]]:
-    """ノートブック（JSON の dict）の文章: マークダウンのセルと、コードのコメント。(セル番号, 文章)。"""
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                ids.add(id(first.value))
+    return ids
+
+
+def _template(node: ast.JoinedStr) -> str:
+    """f 文字列をテンプレートとして: 式の部分は {式} のまま。"""
     out = []
-    for i, cell in enumerate(nb.get("cells", [])):
-        src = cell.get("source", "")
-        src = "".join(src) if isinstance(src, list) else src
-        if cell.get("cell_type") == "markdown":
-            out.append((i, src))
-        elif cell.get("cell_type") == "code":
-            comments = []
-            for line in src.splitlines():
-                quoted = re.sub(r"(\"[^\"]*\"|'[^']*')", "", line)  # 文字列の中の # はコメントではない
-                m = _COMMENT.search(quoted)
-                if m:
-                    comments.append(m.group(1))
-            if comments:
-                out.append((i, "\n".join(comments)))
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            out.append(str(v.value))
+        elif isinstance(v, ast.FormattedValue):
+            out.append("{" + ast.unparse(v.value) + "}")
+    return "".join(out)
+
+
+def _strings(src: str, *, docstrings: bool = False) -> list[tuple[int, str]]:
+    """Python のコードの、日本語を含む文字列リテラル（f 文字列はテンプレート）。"""
+    try:
+        tree = ast.parse("\n".join("" if _MAGIC.match(ln) else ln for ln in src.splitlines()))
+    except SyntaxError:
+        return [(i, m.group(0)) for i, ln in enumerate(src.splitlines(), 1)
+                for m in re.finditer(r"\"[^\"]*\"|'[^']*'", ln) if _JA.search(m.group(0))]
+    skip = set() if docstrings else _docstrings(tree)
+    inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip | inner:
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = _template(node)
+        else:
+            continue
+        if _JA.search(text):
+            out.append((node.lineno, text))
+    return sorted(out)
+
+
+def _comments(src: str) -> list[tuple[int, str]]:
+    out = []
+    for i, line in enumerate(src.splitlines(), 1):
+        quoted = re.sub(r"(\"[^\"]*\"|'[^']*')", "", line)  # 文字列の中の # はコメントではない
+        m = _COMMENT.search(quoted)
+        if m:
+            out.append((i, m.group(1)))
     return out
 
 
-def scan(nb: dict) -> list[str]:
-    """使わない言い方の一覧（"セル 12: 「…」 → 代わりに …"）。"""
+def code_texts(src: str) -> list[tuple[int, str]]:
+    """コードセルのうち学習者が読むもの: コメントと、日本語を含む文字列リテラル。"""
+    return sorted(_comments(src) + _strings(src))
+
+
+def myst_texts(md: str) -> list[tuple[int, str]]:
+    """MyST の双子（X.md）から: マークダウンは段落ごと、コードセルはコメントと文字列。"""
+    lines = md.splitlines()
+    out, i = [], 0
+    if lines and lines[0] == "---":  # jupytext のヘッダ
+        i = lines.index("---", 1) + 1
+    para, start = [], i + 1
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```{code-cell}"):
+            if para:
+                out.append((start, "\n".join(para)))
+                para = []
+            j = i + 1
+            if j < len(lines) and lines[j] == "---":  # セルのメタデータ
+                j = lines.index("---", j + 1) + 1
+            while j < len(lines) and lines[j].startswith(":"):
+                j += 1
+            end = j
+            while end < len(lines) and lines[end] != "```":
+                end += 1
+            out += [(j + 1 + n - 1, t) for n, t in code_texts("\n".join(lines[j:end]))]
+            i, start = end + 1, end + 2
+            continue
+        if line.startswith("+++") or not line.strip():
+            if para:
+                out.append((start, "\n".join(para)))
+            para, start = [], i + 2
+        else:
+            para.append(line)
+        i += 1
+    if para:
+        out.append((start, "\n".join(para)))
+    return out
+
+
+def outputs_texts(txt: str) -> list[tuple[int, str]]:
+    """X.outputs.txt の出力の行（セルの見出しの行は除く: そこにあるのはソースの 1 行目）。"""
+    return [(i, ln) for i, ln in enumerate(txt.splitlines(), 1)
+            if i > 1 and not ln.startswith("--- コードセル") and ln.strip()]
+
+
+def _cell_source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _output_text(out: dict) -> str:
+    if out.get("output_type") == "stream":
+        t = out.get("text", "")
+    else:
+        t = out.get("data", {}).get("text/plain", "")
+    return "".join(t) if isinstance(t, list) else t
+
+
+def prose(nb: dict) -> list[tuple[int, str]]:
+    """ノートブック（JSON の dict）で学習者が読む文字列: マークダウン、コメント、文字列リテラル、保存済みの出力。
+    (セル番号, 文字列)。"""
+    out = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        src = _cell_source(cell)
+        if cell.get("cell_type") == "markdown":
+            out.append((i, src))
+        elif cell.get("cell_type") == "code":
+            out += [(i, t) for _, t in code_texts(src)]
+            out += [(i, _output_text(o)) for o in cell.get("outputs", []) if _output_text(o)]
+    return out
+
+
+def _check(texts, where) -> list[Hit]:
     found = []
-    for i, text in prose(nb):
+    for key, text in texts:
         for r in rejected():
-            for around in r.find(text):
-                found.append(f"セル {i}: 「{around}」 → {r.use}")
+            for pos, word, around in r.matches(text):
+                found.append(Hit(where(key, text[:pos].count("\n")), word, around, r.use))
     return found
+
+
+def scan(nb: dict) -> list[str]:
+    """使わない言い方の一覧（"セル 12: 「語」（…前後…） → 代わりに …"）。"""
+    return [str(h) for h in _check(prose(nb), lambda cell, _: f"セル {cell}")]
+
+
+def scan_text(text: str) -> list[str]:
+    """1 つの文（マークダウンとして）を調べる。テスト用。"""
+    return [str(h) for h in _check([(1, text)], lambda line, dl: f"{line + dl} 行")]
+
+
+def _rel(p: Path) -> str:
+    try:
+        return p.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _twin(p: Path) -> Path | None:
+    md = p.with_suffix(".md")
+    return md if p.suffix in (".ipynb", ".md") and md.exists() and p.with_suffix(".ipynb").exists() else None
+
+
+def scan_file(p: Path) -> list[Hit]:
+    """1 つのファイルを調べる。ノートブックに双子があれば .md と .outputs.txt の行で報告する。"""
+    twin = _twin(p)
+    if twin is not None:
+        hits = _check(myst_texts(twin.read_text(encoding="utf-8")), lambda n, dl: f"{_rel(twin)}:{n + dl}")
+        outs = p.with_suffix(".outputs.txt")
+        if outs.exists():
+            hits += _check(outputs_texts(outs.read_text(encoding="utf-8")), lambda n, dl: f"{_rel(outs)}:{n + dl}")
+        return hits
+    if p.suffix == ".ipynb":
+        return _check(prose(json.loads(p.read_text(encoding="utf-8"))), lambda c, _: f"{_rel(p)} セル {c}")
+    text = p.read_text(encoding="utf-8")
+    if p.suffix == ".py":
+        return _check(_strings(text), lambda n, dl: f"{_rel(p)}:{n + dl}")
+    return _check([(1, text)], lambda n, dl: f"{_rel(p)}:{n + dl}")
+
+
+# 学習者が読む文字列のあるファイル（用語集自身・採点の内部・テストは除く）
+LEARNER_GLOBS = ("notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb", "README.md",
+                 "ch6/checks/**/*.py", "ch6/draw/**/*.py", "ch6/multihost/**/*.py", "ch6/*.py")
+NOT_LEARNER = {"ch6/glossary.py", "ch6/sanitize.py", "ch6/nbrun.py", "ch6/grade.py"}
+
+
+def learner_files(root: Path = ROOT) -> list[Path]:
+    seen, out = set(), []
+    for g in LEARNER_GLOBS:
+        for p in sorted(root.glob(g)):
+            rel = p.relative_to(root).as_posix()
+            if rel not in NOT_LEARNER and rel not in seen:
+                seen.add(rel)
+                out.append(p)
+    return out
+
+
+def _expand(args: list[str]) -> list[Path]:
+    out, seen = [], set()
+    for a in args:
+        p = Path(a)
+        paths = sorted([*p.rglob("*.ipynb"), *p.rglob("*.py")]) if p.is_dir() else [p]
+        for q in paths:
+            key = (q.with_suffix("") if _twin(q) else q).resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(q)
+    return out
 
 
 def main(argv=None) -> int:
@@ -115,14 +327,16 @@ def main(argv=None) -> int:
         Path(argv[1]).write_text(markdown(), encoding="utf-8")
         return 0
     if argv[:1] == ["--scan"]:
-        bad = 0
-        for root in argv[1:]:
-            paths = sorted(Path(root).glob("*.ipynb")) if Path(root).is_dir() else [Path(root)]
-            for p in paths:
-                for line in scan(json.loads(p.read_text(encoding="utf-8"))):
-                    print(f"{p}: {line}")
-                    bad += 1
-        return 1 if bad else 0
+        files = _expand(argv[1:]) if argv[1:] else learner_files()
+        per_file = {}
+        for p in files:
+            for h in scan_file(p):
+                print(h)
+                per_file[_rel(p)] = per_file.get(_rel(p), 0) + 1
+        for name, n in per_file.items():
+            print(f"{n:4d}  {name}", file=sys.stderr)
+        print(f"{sum(per_file.values())} 件（{len(files)} ファイル）", file=sys.stderr)
+        return 1 if per_file else 0
     print(markdown(), end="")
     return 0
 
