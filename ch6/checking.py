@@ -18,6 +18,7 @@ import しません（``tests/test_public_api.py`` が import 文を読んで確
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from . import explain
 __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
-    "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry", "one_line", "Entry", "registered",
+    "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry", "one_line", "Entry", "registered", "counting_compiles",
 ]
 
 
@@ -279,3 +280,27 @@ def traced_eqns(fn: Callable, *args) -> list:
     except Exception as exc:
         raise LearnerError(exc) from exc
     return list(walk(closed.jaxpr))
+
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def counting_compiles():
+    """``with counting_compiles() as compiles: ...`` の後、``compiles[0]`` はその間に XLA がコンパイルした回数。
+
+    トレースの回数ではありません: 型は同じでもシャーディングやデバイスが変わると、トレースし直さずに
+    コンパイルだけし直すことがあります（「コンパイルは 1 回」を確かめるのはこちら）。"""
+    import jax.monitoring
+
+    compiles = [0]
+
+    def listener(event, duration, **kwargs):
+        if event == _BACKEND_COMPILE:
+            compiles[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield compiles
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close, f32
+from ...checking import Fail, LearnerError, call, counting_compiles, exercise, expect_close, f32, traced_eqns
 from ...meshes import mesh_1d
 from .common import exercise_rng, matches
 
@@ -148,15 +148,21 @@ def check_dp_train_step(fn):
         step = call(fn, loss_fn, optimizer, mesh)
         if not callable(step):
             raise Fail(f"make_dp_train_step は関数（学習ステップ）を返すはずですが、{type(step).__name__} が返りました。")
-        losses = []
+        losses, recompiles = [], 0
         for i, (xs, ys) in enumerate(batches, 1):
             now[0] = i
-            out = _call_step(step, p, s, xs, ys)
+            with counting_compiles() as compiles:  # トレースせずにコンパイルだけし直すこともある
+                out = _call_step(step, p, s, xs, ys)
+                jax.block_until_ready(out)
+            recompiles += compiles[0] if i > 1 else 0
             _expect_step_output(out, params_def, state_def)
             p, s, loss = out
             _expect_replicated(p, n, "出力パラメータ ")
             _expect_replicated(s, n, "オプティマイザの状態 ")
             losses.extend(float(v) for v in np.asarray(loss))
+        now[0] = -1  # 構造を見るためのトレース（下の数え方には入れない）
+        scans = _scan_lengths(step, p, s, *batches[0])
+        calls[:] = [c for c in calls if c[0] >= 0]
 
     if not calls:
         raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めましょう。")
@@ -176,6 +182,12 @@ def check_dp_train_step(fn):
         raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn がトレースされました（期待は最初の 1 回だけ）。"
                    "呼ぶたびにトレースし直しています（呼ぶたびに jax.jit を作り直しているか、jit を付けていません）。"
                    "jit した関数は make_dp_train_step の中で 1 度だけ作って使い回しましょう。")
+    if recompiles:
+        raise Fail(f"loss_fn のトレースは 1 回ですが、2 回目以降の呼び出しで XLA が {recompiles} 回コンパイルし直しました。"
+                   "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回しましょう。")
+    if scans is not None and K_STEPS not in scans:
+        raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、{K_STEPS} ステップが 1 つのプログラムで"
+                   "回っていません（Python のループで jit した関数を何度も呼ぶ形です）。jit の中で lax.scan を使いましょう。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":
@@ -195,6 +207,15 @@ def check_dp_train_step(fn):
                  hint="losses の k 番目は、k 番目のステップの更新前のパラメータでの損失（value_and_grad の値）です。")
     return (f"{n} デバイスで {steps} 回 × {K_STEPS} ステップ: 1 デバイスで 1 ステップずつ回した結果と一致し、コンパイルは 1 回、"
             "ステップは scan で回り、バッチは 'data' で分割、パラメータと状態は複製のままです。")
+
+
+def _scan_lengths(step, *args) -> list[int] | None:
+    """step(*args) をトレースした jaxpr にある scan の長さ（トレースできなければ None: 実行はできたので判定しない）。"""
+    try:
+        eqns = traced_eqns(lambda *a: step(*a), *args)
+    except (LearnerError, Fail):
+        return None
+    return [e.params.get("length") for e in eqns if e.primitive.name == "scan"]
 
 
 def _call_step(step, *args):

@@ -243,3 +243,43 @@ def test_6_4_3_recompile_on_changed_types_is_not_called_rejit():
     r = run_check("6.4-3", drift)
     assert r.status == "fail", r.message
     assert "トレースされました" in r.message and "呼ぶたびに" not in r.message, r.message
+
+
+def test_6_4_3_python_loop_of_jitted_steps_is_not_a_scan():
+    # 1 ステップだけを jit し、K ステップは jit の外の Python ループで呼ぶ: loss_fn のトレースは 1 回だが、
+    # 1 回の呼び出しが K 回のディスパッチになり、scan で回っていない（issue 28 item 6）
+    def loop_of_jits(loss_fn, optimizer, mesh):
+        one = jax.jit(_one(loss_fn, optimizer))
+        batch = NamedSharding(mesh, BATCH)
+
+        def train_step(p, s, xs, ys):
+            xs, ys = jax.device_put(xs, batch), jax.device_put(ys, batch)
+            carry, losses = (p, s), []
+            for k in range(xs.shape[0]):
+                carry, loss = one(carry, (xs[k], ys[k]))
+                losses.append(loss)
+            return *carry, jnp.stack(losses)
+        return train_step
+    expect("6.4-3", loop_of_jits, "fail", "scan がない", "Python のループ")
+
+
+def test_counting_compiles_sees_a_compile_that_traces_do_not():
+    # 同じ型の入力を別のデバイスに置くと、jit はトレースし直さずにコンパイルだけし直す（6.4-3 の「コンパイルは 1 回」）
+    from ch6.checking import counting_compiles
+
+    traces = []
+
+    @jax.jit
+    def f(x):
+        traces.append(1)
+        return x * 3.0
+
+    first, last = jax.devices()[0], jax.devices()[-1]
+    f(jax.device_put(jnp.ones(5), first)).block_until_ready()
+    with counting_compiles() as same:
+        f(jax.device_put(jnp.ones(5), first)).block_until_ready()
+    with counting_compiles() as moved:
+        f(jax.device_put(jnp.ones(5), last)).block_until_ready()
+    assert same[0] == 0 and len(traces) == 1
+    if first != last:
+        assert moved[0] >= 1 and len(traces) == 1, (moved, traces)
