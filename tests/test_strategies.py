@@ -16,7 +16,7 @@ def test_fsdp_reuses_the_data_axis_and_says_so():
     assert owners["data"] == ["データ並列", "FSDP（ZeRO-3）"]
     assert len(owners) == 5  # 6 つの並列化で軸は 5 本
     assert "データ並列と同じ軸" in strategies.rows(["axis"])[1][0]
-    assert "data" in strategies.by_name("専門家並列").axis_note
+    assert "data" in strategies.by_name("エキスパート並列").axis_note
 
 
 def test_collectives_name_the_phase():

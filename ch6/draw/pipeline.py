@@ -1,7 +1,8 @@
 """パイプライン並列の図: ステージ × ティックのスケジュール表と、バブルの割合（測った値と式）。
 
 - :func:`pipeline_schedule`: schedule[s][t] = ステージ s がティック t に処理したもの（マイクロバッチの番号、
-  または "F3" / "B3" のような文字列。-1・None・"" は空き）。実際に動かしたパイプラインが記録した表から描く。
+  "F3" / "B3" のような文字列、インターリーブなら (マイクロバッチ, 何周目 v) の組。-1・None・"" は空き）。
+  in_flight=True なら、各ステージが同時に持つ活性値（F で 1 増え、B で 1 減る）の最大も右に書く。
 - :func:`bubble_fractions`: マイクロバッチの数ごとに、表から数えたバブルの割合と式 (S − 1)/(M + S − 1) を重ねる。
 """
 from __future__ import annotations
@@ -24,6 +25,9 @@ def _parse(entry):
     """1 マスの中身 → (種類の文字, マイクロバッチ, 周回) か None（空き）。"""
     if entry is None:
         return None
+    if isinstance(entry, tuple) and len(entry) == 2:  # インターリーブ: (マイクロバッチ, 何周目)
+        m, v = (int(x) for x in entry)
+        return None if m < 0 else ("", m, v)
     if isinstance(entry, (int, np.integer)):
         return None if int(entry) < 0 else ("", int(entry), None)
     text = str(entry)
@@ -47,9 +51,24 @@ def busy_fraction(schedule) -> float:
     return sum(c is not None for r in cells for c in r) / total if total else 0.0
 
 
-def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "ステージ") -> Drawing:
-    """ステージ × ティックの表。マスの色はマイクロバッチ、文字はその番号（F/B つきなら、逆伝播 B のマスは下に濃い帯）。
-    空き（バブル）は薄い灰色。右に各ステージの空きの数を書く。"""
+def in_flight(schedule) -> list[list[int]]:
+    """各ステージ・各ティックの後に持っている活性値の数（F で 1 増え、B で 1 減る）。"""
+    out = []
+    for row in schedule_cells(schedule):
+        live, counts = 0, []
+        for c in row:
+            if c is not None:
+                live += {"F": 1, "B": -1}.get(c[0], 0)
+            counts.append(live)
+        out.append(counts)
+    return out
+
+
+def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "ステージ",
+                      in_flight_peak: bool = False) -> Drawing:
+    """ステージ × ティックの表。文字はマイクロバッチの番号（F/B つきなら、逆伝播 B のマスは下に濃い帯。インターリーブなら
+    番号の下に小さく v=何周目）。空き（バブル）は文字のない薄いマス。右に各ステージの空きの数を書き、in_flight_peak=True
+    なら同時に持つ活性値の最大も書く。"""
     from matplotlib.patches import Rectangle
 
     cells = schedule_cells(schedule)
@@ -58,9 +77,10 @@ def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "�
     if n_stage == 0 or n_tick == 0:
         raise ValueError("スケジュールが空です")
     cw = 0.62 if n_tick > 24 else 0.75
-    fig, ax = _figure(max(4.0, cw * 0.55 * n_tick + 2.2), 0.42 * n_stage + 1.4)
+    fig, ax = _figure(max(4.0, cw * 0.55 * n_tick + (3.4 if in_flight_peak else 2.2)), 0.42 * n_stage + 1.4)
     fs = 7 if n_tick > 24 else 8
     has_backward = False
+    peaks = in_flight(schedule)
     for s, row in enumerate(cells):
         idle = 0
         for t in range(n_tick):
@@ -77,16 +97,21 @@ def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "�
                                        linewidth=0.8))
                 has_backward = True
             label = f"{kind}{m}" if kind else str(m)
-            if v is not None:
-                label += f".{v}"
-            ax.text(t + 0.5, s + (0.42 if kind == "B" else 0.5), label, ha="center", va="center",
-                    fontsize=fs, color="#111111")
-        ax.text(n_tick + 0.3, s + 0.5, f"空き {idle}", ha="left", va="center", fontsize=8, color="#111111")
+            if v is None:
+                ax.text(t + 0.5, s + (0.42 if kind == "B" else 0.5), label, ha="center", va="center",
+                        fontsize=fs, color="#111111")
+            else:  # 番号と周を別の行に（「3.1」のような小数に見えないように）
+                ax.text(t + 0.5, s + 0.36, label, ha="center", va="center", fontsize=fs, color="#111111")
+                ax.text(t + 0.5, s + 0.74, f"v={v}", ha="center", va="center", fontsize=fs - 2, color="#111111")
+        side = f"空き {idle}"
+        if in_flight_peak:
+            side += f"・活性値 最大 {max(peaks[s], default=0)}"
+        ax.text(n_tick + 0.3, s + 0.5, side, ha="left", va="center", fontsize=8, color="#111111")
         ax.text(-0.2, s + 0.5, f"{stage_label} {s}", ha="right", va="center", fontsize=8, color="#111111")
     step = 1 if n_tick <= 16 else 2 if n_tick <= 40 else 5
     for t in range(0, n_tick, step):
         ax.text(t + 0.5, -0.15, str(t), ha="center", va="bottom", fontsize=7, color="#333333")
-    note = "ティック →（灰色は空き＝バブル、下に濃い帯は逆伝播 B）" if has_backward else "ティック →（灰色は空き＝バブル）"
+    note = "ティック →（文字のないマスは空き＝バブル、下に濃い帯は逆伝播 B）" if has_backward else "ティック →（文字のないマスは空き＝バブル）"
     ax.text(n_tick / 2, n_stage + 0.35, note, ha="center", va="top", fontsize=9, color="#111111")
     ax.set_xlim(-0.05, n_tick + 0.05)
     ax.set_ylim(n_stage + 0.9, -0.6)
@@ -94,7 +119,10 @@ def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "�
     ax.axis("off")
     bubble = 1 - busy_fraction(schedule)
     ax.set_title(title or f"パイプラインのスケジュール（{n_stage} ステージ × {n_tick} ティック）", fontsize=11, pad=14)
-    return Drawing(fig, f"スケジュール {n_stage} ステージ × {n_tick} ティック、バブル {bubble:.3f}")
+    caption = f"スケジュール {n_stage} ステージ × {n_tick} ティック、バブル {bubble:.3f}"
+    if in_flight_peak:
+        caption += "、活性値の最大 " + " ".join(str(max(p, default=0)) for p in peaks)
+    return Drawing(fig, caption)
 
 
 def bubble_fractions(micro: Sequence[int], measured: Sequence[float], n_stages: int,

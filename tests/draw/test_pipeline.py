@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ch6 import draw
-from ch6.draw.pipeline import busy_fraction, schedule_cells
+from ch6.draw.pipeline import busy_fraction, in_flight, schedule_cells
 from tests.drawcheck import small_and_deterministic
 
 
@@ -30,13 +30,24 @@ def test_forward_backward_labels_and_stage_label():
     assert "F1" in d.texts and "B0" in d.texts and "題" in d.texts and "デバイス 1" in d.texts
     assert any("逆伝播" in t for t in d.texts)                    # B があるときだけ凡例の説明
     assert not any("逆伝播" in t for t in draw.pipeline_schedule(_gpipe(2, 2)).texts)
-    looped = draw.pipeline_schedule([["0.0", "1.0", "0.1"], ["", "0.0", "1.0"]])
-    assert "0.1" in looped.texts
+    looped = draw.pipeline_schedule([[(0, 0), (1, 0), (0, 1)], ["", (0, 0), (1, 0)]])
+    assert "v=1" in looped.texts and "0" in looped.texts
+    assert not any("." in t for t in looped.texts)  # 番号と周は別の行（「0.1」のような小数に見えない）
+    assert draw.pipeline_schedule([["0.0", "1.0", "0.1"], ["", "0.0", "1.0"]]).texts == looped.texts
+
+
+def test_in_flight_peak_per_stage():
+    table = [["F0", "F1", "F2", "B0", "F3", "B1", "B2", "B3"], ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]]
+    assert in_flight(table)[0] == [1, 2, 3, 2, 3, 2, 1, 0] and max(in_flight(table)[1]) == 1
+    d = small_and_deterministic(lambda: draw.pipeline_schedule(table, in_flight_peak=True))
+    assert "空き 0・活性値 最大 3" in d.texts and "空き 0・活性値 最大 1" in d.texts
+    assert d.caption.endswith("活性値の最大 3 1")
+    assert not any("活性値" in t for t in draw.pipeline_schedule(table).texts)
 
 
 def test_cells_and_busy_fraction():
-    assert schedule_cells([["F12", "", "B3.1", -1, None, 4]]) == [[("F", 12, None), None, ("B", 3, 1), None, None,
-                                                                    ("", 4, None)]]
+    assert schedule_cells([["F12", "", "B3.1", -1, None, 4, (2, 1), (-1, 0)]]) == [
+        [("F", 12, None), None, ("B", 3, 1), None, None, ("", 4, None), ("", 2, 1), None]]
     assert busy_fraction(_gpipe(4, 4)) == pytest.approx(4 / 7)
     with pytest.raises(ValueError):
         draw.pipeline_schedule([["X?"]])
