@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._base import DPI, Drawing, _box, _figure, _finish, color  # noqa: F401
+from ._base import DPI, Drawing, _box, _figure, _finish, color, ink  # noqa: F401
 
 # ---------------------------------------------------------------- 段階の帯
 
@@ -28,7 +28,7 @@ def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, 
 
     inputs = [(名前, 配列), ...]、in_axes = 引数ごとの軸（整数 1 つなら全部の引数に同じ軸、None は全サンプル共通）、
     output = (名前, vmap の出力), out_axes = 出力のバッチの軸。0〜2 次元の配列を、要素 1 つを 1 マスにした格子で描き、
-    バッチの軸に沿った b 番目の切り口をサンプル b の色で塗る（共通の引数は白）。1 つの軸に limit マスより多ければ、
+    バッチの軸に沿った b 番目の切り口の各マスにサンプルの番号 b を書き、その色で塗る（共通の引数は白で番号なし）。1 つの軸に limit マスより多ければ、
     先頭の limit マスだけを描いて「…」を添える。バッチの大きさが引数と出力で食い違えば ValueError。"""
     inputs = list(inputs)
     axes = list(in_axes) if isinstance(in_axes, (tuple, list)) else [in_axes] * len(inputs)
@@ -78,19 +78,19 @@ def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, 
         for r in range(rows):
             for c in range(cols):
                 if bdim is None:
-                    face = "#ffffff"
+                    face, label = "#ffffff", ""
                 else:
                     b = (r, c)[bdim] if len(shape) == 2 else c
-                    face = color(b)
-                _box(ax_, left + c * cell, head + r * cell, cell, cell, face, "")
+                    face, label = color(b), str(b)
+                _box(ax_, left + c * cell, head + r * cell, cell, cell, face, label, fontsize=7)
         if more_c:
             ax_.text(left + cols * cell + 0.05, head + rows * cell / 2, "…", ha="left", va="center", fontsize=9)
         if more_r:
             ax_.text(left + cols * cell / 2, head + rows * cell + 0.02, "…", ha="center", va="top", fontsize=9, rotation=90)
     shown = min(batch, limit)
-    legend = f"色 = サンプルの番号（0〜{batch - 1}）、白 = 全サンプル共通"
+    legend = f"マスの数字（と色）= サンプルの番号（0〜{batch - 1}）、白で数字なし = 全サンプル共通"
     if batch > limit:
-        legend += f"（色を付けたのは先頭の {shown} 個）"
+        legend += f"（描いたのは先頭の {shown} 個）"
     ax_.text(total_w / 2, total_h - 0.05, legend, ha="center", va="top", fontsize=8)
     _finish(ax_, total_w, total_h + 0.25, title or f"vmap のバッチ軸（バッチ {batch}）")
     return Drawing(fig, "vmap: " + "、".join(f"{n} {note}" for n, _, _, note, *_ in grids))
@@ -100,6 +100,8 @@ def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, 
 
 _FLOW_FILLS = [("#fff4d6", "#b8860b"), ("#dcebff", "#2f5d9f"), ("#eeeeee", "#777777"), ("#e3f4e1", "#3d7a3a"),
                ("#fde2e4", "#a8324a")]
+# 種類ごとの枠線（白黒でも種類がわかるように、色に加えて線の形と太さを変える）
+_FLOW_LINES = [("-", 1.4), ("-", 3.0), ("--", 1.6), (":", 2.2), ("-.", 1.8)]
 
 
 def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
@@ -108,7 +110,8 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
     """判断の流れ図を、節と矢印の表から描く（6.5 の「どれを使うか」など）。
 
     nodes = [(名前, 箱の文字, 種類, (x, y)), ...]。(x, y) は箱の中心（単位はインチ、y は下向き）。
-    種類ごとに色を決め（出てきた順に、淡い黄・青・灰・緑・赤）、図の下に種類の凡例を置く。
+    種類ごとに枠線の形と塗りを決め（出てきた順に、細い実線・太い実線・破線・点線・一点鎖線。塗りは淡い黄・青・
+    灰・緑・赤で、白黒でも枠線で種類がわかる）、図の下に種類の凡例を同じ枠で置く。
     edges = [(から, へ, ラベル), ...]。下の段へは箱の下端から上端へ、同じ高さなら横の辺どうしを結ぶ。
     dashed に (から, へ) を入れた矢印は破線（本筋ではない道）。知らない名前の矢印は ValueError。"""
     from matplotlib.patches import FancyBboxPatch
@@ -132,8 +135,9 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
     for name, text, kind, _ in nodes:
         x, y = pos[name]
         face, edge = _FLOW_FILLS[kinds.index(kind)]
+        style, lw = _FLOW_LINES[kinds.index(kind)]
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.12",
-                                    facecolor=face, edgecolor=edge, linewidth=1.4))
+                                    facecolor=face, edgecolor=edge, linewidth=lw, linestyle=style))
         ax.text(x, y, text, ha="center", va="center", fontsize=11, linespacing=1.2)
     dashed = {tuple(e) for e in dashed}
     for a, b, label in edges:
@@ -151,14 +155,15 @@ def flowchart(nodes: Sequence[tuple[str, str, str, tuple[float, float]]],
             mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
             ax.text(mx, my, label, ha="center", va="center", fontsize=10, color="#333333",
                     bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
-    # 凡例: 種類ごとの色
+    # 凡例: 種類ごとの枠（箱と同じ線の形・太さ・塗り）
     lx, ly = left, bottom + 0.25
     for kind in kinds:
         face, edge = _FLOW_FILLS[kinds.index(kind)]
-        ax.add_patch(FancyBboxPatch((lx, ly), 0.3, 0.22, boxstyle="round,pad=0,rounding_size=0.05",
-                                    facecolor=face, edgecolor=edge, linewidth=1.2))
-        ax.text(lx + 0.38, ly + 0.11, kind, ha="left", va="center", fontsize=10)
-        lx += 0.6 + 0.2 * len(kind) + 0.3
+        style, lw = _FLOW_LINES[kinds.index(kind)]
+        ax.add_patch(FancyBboxPatch((lx, ly), 0.45, 0.26, boxstyle="round,pad=0,rounding_size=0.05",
+                                    facecolor=face, edgecolor=edge, linewidth=lw, linestyle=style))
+        ax.text(lx + 0.55, ly + 0.13, kind, ha="left", va="center", fontsize=10)
+        lx += 0.75 + 0.2 * len(kind) + 0.3
     ax.set_xlim(left - 0.1, right + 0.1)
     ax.set_ylim(bottom + legend_h + 0.1, top - 0.1)
     ax.set_aspect("equal")

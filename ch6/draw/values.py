@@ -1,11 +1,14 @@
-"""デバイスごとの値の図: 集団通信の前後（色は値を送ったデバイス）、続けた段階、リングの各ステップ。"""
+"""デバイスごとの値の図: 集団通信の前後（値を送ったデバイスをマスの番号と色で示す）、続けた段階、リングの各ステップ。
+
+白黒でも読めるように、色だけでは何も伝えない: 送ったデバイスはマスの右下の「D 番号」、全デバイスの値を合わせた
+値は斜線、何も受け取らなかったマスは白で番号なし、リングで新しく届いたシャードは [ ] で示す（色は同じことを重ねるだけ）。"""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
 
-from ._base import DPI, Drawing, _box, _figure, _finish, color  # noqa: F401
+from ._base import DPI, Drawing, _box, _figure, _finish, color, ink  # noqa: F401
 
 # ---------------------------------------------------------------- デバイスごとの値
 
@@ -29,10 +32,28 @@ def _sender_color(v: int) -> str:
 
 
 def _legend(ax, total_w: float, n: int, mixed: bool, nothing: bool = False) -> None:
-    """図の下に色の凡例を 1 行で書く。"""
-    text = ("色は値を送ったデバイス" + ("、灰色は全デバイスの値を合わせたもの" if mixed else "")
-            + ("、白は何も受け取らなかったマス" if nothing else ""))
+    """図の下に凡例を 1 行で書く（白黒でも読める印で）。"""
+    text = ("右下の D 番号（と色）は値を送ったデバイス" + ("、斜線は全デバイスの値を合わせたもの" if mixed else "")
+            + ("、白で番号のないマスは何も受け取らなかったマス" if nothing else ""))
     ax.text(total_w / 2, n + 0.25, text, ha="center", va="top", fontsize=9)
+
+
+def _cell(ax, x, y, value, sender) -> None:
+    """1 つのマス。sender はデバイスの番号（右下に D 番号を書き、その色で塗る）、負なら何も受け取らなかった
+    マス（白、番号なし）、None なら全デバイスの値を合わせた値（灰色に斜線）。"""
+    from matplotlib.patches import Rectangle
+
+    if sender is None:
+        _box(ax, x, y, 1, 1, MIXED, "", fontsize=9)
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor="none", edgecolor="#8c8c8c", hatch="///", linewidth=0))
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor="none", edgecolor="black", linewidth=1))
+        ax.text(x + 0.5, y + 0.5, _value_text(value), ha="center", va="center", fontsize=9, color="#1a1a1a",
+                bbox=dict(boxstyle="round,pad=0.1", facecolor=MIXED, edgecolor="none"))
+        return
+    face = _sender_color(sender)
+    _box(ax, x, y, 1, 1, face, _value_text(value), fontsize=9)
+    if sender >= 0:
+        ax.text(x + 0.95, y + 0.95, f"D{int(sender)}", ha="right", va="bottom", fontsize=6, color=ink(face))
 
 
 def device_values(before, after=None, op: str = "", title: str | None = None,
@@ -49,14 +70,14 @@ def device_values(before, after=None, op: str = "", title: str | None = None,
     if after is not None:
         panels.append(np.asarray(after).reshape(len(after), -1))
     n = panels[0].shape[0]
-    faces = [[[color(r)] * panels[0].shape[1] for r in range(n)]]
+    senders = [[[r] * panels[0].shape[1] for r in range(n)]]
     if after is not None:
         a = panels[1]
         if origin is None:
-            faces.append([[MIXED] * a.shape[1] for _ in range(n)])
+            senders.append([[None] * a.shape[1] for _ in range(n)])
         else:
             o = np.asarray(origin).reshape(a.shape).astype(int)
-            faces.append([[_sender_color(v) for v in row] for row in o])
+            senders.append([list(row) for row in o])
     widths = [p.shape[1] for p in panels]
     gap = max(1.6, 0.2 * len(op) + 0.6)
     total_w = sum(widths) + gap * (len(panels) - 1)
@@ -65,7 +86,10 @@ def device_values(before, after=None, op: str = "", title: str | None = None,
     for k, p in enumerate(panels):
         for r in range(n):
             for c in range(p.shape[1]):
-                _box(ax, x + c, r, 1, 1, faces[k][r][c], _value_text(p[r, c]), fontsize=9)
+                if len(panels) > 1:
+                    _cell(ax, x + c, r, p[r, c], senders[k][r][c])
+                else:
+                    _box(ax, x + c, r, 1, 1, color(r), _value_text(p[r, c]), fontsize=9)
         if len(panels) > 1:
             ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
         x += p.shape[1] + gap
@@ -81,15 +105,15 @@ def device_values(before, after=None, op: str = "", title: str | None = None,
             return Drawing(fig, f"デバイスごとの値 {op}（後は全デバイスの値を合わせたもの）".strip())
         o = np.asarray(origin).reshape(panels[1].shape).astype(int)
         if o.shape[1] == 1:
-            src = "デバイスごとの送り元 " + ",".join(_sender_text(v) for v in o[:, 0])
+            src = "デバイスごとの送信元 " + ",".join(_sender_text(v) for v in o[:, 0])
         else:
-            src = "D0 が受け取ったマスの送り元 " + ",".join(_sender_text(v) for v in o[0])
+            src = "D0 が受け取ったマスの送信元 " + ",".join(_sender_text(v) for v in o[0])
         return Drawing(fig, f"デバイスごとの値 {op}（{src}）".strip())
     _finish(ax, total_w, n, title or "デバイスごとの値", pad=6)
     return Drawing(fig, f"デバイスごとの値 {op}".strip())
 
 
-# ---------------------------------------------------------------- 値の送り元
+# ---------------------------------------------------------------- 値の送信元
 
 def device_values_from(before, after, origin, op: str = "", title: str | None = None,
                        labels: tuple[str, str] = ("前", "後")) -> Drawing:
@@ -110,7 +134,7 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
     省略すると「前」、途中は「<op> の後」、最後は「後」。例: all-reduce = reduce-scatter + all-gather を
     ``device_stages([x, part, y], ["psum_scatter", "all_gather"])`` で 1 枚に描く。
     色の決まりは device_values と同じ（値を送ったデバイスの色）: 最初の段は持つデバイスの色、2 段目からは
-    origins[k - 1]（stages[k] と同じ形の送り元の番号、None なら灰色 = 全デバイスの値を合わせたもの）。"""
+    origins[k - 1]（stages[k] と同じ形の送信元の番号、None なら灰色 = 全デバイスの値を合わせたもの）。"""
     panels = [np.asarray(s).reshape(len(s), -1) for s in stages]
     ops = list(ops)
     if len(panels) < 2 or len(ops) != len(panels) - 1:
@@ -136,8 +160,7 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
         mixed = mixed or (k > 0 and o is None)
         for r in range(n):
             for c in range(p.shape[1]):
-                face = color(r) if k == 0 else (MIXED if o is None else _sender_color(o[r, c]))
-                _box(ax, x + c, r, 1, 1, face, _value_text(p[r, c]), fontsize=9)
+                _cell(ax, x + c, r, p[r, c], r if k == 0 else (None if o is None else o[r, c]))
         ax.text(x + p.shape[1] / 2, -0.15, labels[k], ha="center", va="bottom", fontsize=10)
         x += p.shape[1]
         if k < len(ops):
@@ -155,9 +178,13 @@ def device_stages(stages, ops: Sequence[str], labels: Sequence[str] | None = Non
 def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None) -> Drawing:
     """held[s][d] = ステップ s でデバイス d が持っているシャードの番号（= 持ち主のデバイスの番号）の列。
     行がステップ、列がデバイス。各マスにはシャードの番号を並べ、そのステップで新しく届いたシャードを送り出した
-    持ち主のデバイスの色で塗る（前後の図と同じく、色は値を送ったデバイス）。"""
+    持ち主のデバイスの色で塗り、その番号を [ ] で囲む（白黒でも新しく届いたシャードがわかる）。"""
     steps, n = len(held), len(held[0])
-    labels = [[" ".join(str(b) for b in held[s][d]) for d in range(n)] for s in range(steps)]
+    def label(s, d):
+        new = {b for b in held[s][d] if s > 0 and b not in held[s - 1][d]}
+        return " ".join(f"[{b}]" if b in new else str(b) for b in held[s][d])
+
+    labels = [[label(s, d) for d in range(n)] for s in range(steps)]
     # マスの幅は、いちばん長い文字列が枠からはみ出さない大きさにする（1 文字 ≈ 0.085 単位、font 8）
     cw = max(1.0, 0.085 * max(len(t) for row in labels for t in row) + 0.25)
     fig, ax = _figure(max(3.0, 0.9 * n * cw + 1.4), 0.55 * steps + 1.2)
@@ -170,5 +197,5 @@ def ring_steps(held: Sequence[Sequence[Sequence[int]]], title: str | None = None
         ax.text(-0.15, s * 0.6 + 0.3, f"{s} 回目" if s else "最初", ha="right", va="center", fontsize=9)
     for d in range(n):
         ax.text(d * cw + cw / 2, -0.1, f"D{d}", ha="center", va="bottom", fontsize=9)
-    _finish(ax, n * cw, steps * 0.6, title or "リングの各ステップで持っているシャード（色は新しく届いたシャードの持ち主）", pad=20)
+    _finish(ax, n * cw, steps * 0.6, title or "リングの各ステップで持っているシャード（[ ] は新しく届いたシャード）", pad=20)
     return Drawing(fig, f"リング {n} デバイス × {steps} ステップ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from ch6 import draw
@@ -98,3 +99,19 @@ def test_timeline():
     d = draw.timeline([("all-gather", "通信"), ("順伝播", "計算")], title="FSDP")
     assert {"all-gather", "順伝播", "通信", "計算", "FSDP"} <= set(d.texts)
     assert repr(d).startswith("<図: ")
+
+
+def test_vmap_axes_writes_the_sample_number_in_each_batched_cell():
+    # 白黒でも、どのマスがどのサンプルかが読めること（共通の引数のマスには数字を書かない）
+    d = draw.vmap_axes([("W", np.ones((3, 4))), ("xs", np.ones((4, 6)))], (None, 1), ("出力", np.ones((3, 6))),
+                       out_axes=1)
+    for b in range(6):
+        assert d.texts.count(str(b)) == 4 + 3, b   # xs の 4 行と出力の 3 行
+    assert any("マスの数字" in t for t in d.texts)
+
+
+def test_flowchart_kinds_differ_by_line_style_not_only_by_colour():
+    from ch6.draw import diagrams
+
+    styles = {style_width for style_width in diagrams._FLOW_LINES}
+    assert len(styles) == len(diagrams._FLOW_FILLS)

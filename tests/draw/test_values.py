@@ -1,4 +1,4 @@
-"""ch6.draw.values: 前後の図の色の決まり（値を送ったデバイスの色、合わせた値は灰色）、題、読める文字の色。"""
+"""ch6.draw.values: 前後の図の決まり（値を送ったデバイスの番号と色、合わせた値は斜線）、題、読める文字の色、白黒でも読めること。"""
 import numpy as np
 
 from ch6 import draw
@@ -14,10 +14,10 @@ def test_every_before_after_figure_has_a_title_and_the_colour_legend():
     x = np.arange(4.0)
     d = small_and_deterministic(lambda: draw.device_values(x, np.full(4, 6.0), op="psum"))
     assert "psum の前と後" in d.texts
-    assert any("灰色は全デバイスの値を合わせたもの" in t for t in d.texts)
+    assert any("斜線は全デバイスの値を合わせたもの" in t for t in d.texts)
     d = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.roll(np.arange(4), 1))
-    assert "ppermute の前と後" in d.texts and "色は値を送ったデバイス" in d.texts
-    assert "デバイスごとの送り元 3,0,1,2" in d.caption
+    assert "ppermute の前と後" in d.texts and "右下の D 番号（と色）は値を送ったデバイス" in d.texts
+    assert "デバイスごとの送信元 3,0,1,2" in d.caption
 
 
 def test_the_after_panel_is_coloured_by_sender_not_by_receiver():
@@ -31,7 +31,7 @@ def test_the_after_panel_is_coloured_by_sender_not_by_receiver():
 def test_all_gather_caption_names_the_senders_of_one_device():
     x = np.arange(3.0)
     d = draw.device_values_from(x, np.tile(x, (3, 1)), np.tile(np.arange(3), (3, 1)), op="all_gather")
-    assert "D0 が受け取ったマスの送り元 0,1,2" in d.caption and "0,0,0" not in d.caption
+    assert "D0 が受け取ったマスの送信元 0,1,2" in d.caption and "0,0,0" not in d.caption
 
 
 def test_stages_after_the_first_are_grey_unless_origins_are_given():
@@ -47,6 +47,32 @@ def test_stages_after_the_first_are_grey_unless_origins_are_given():
 def test_a_cell_that_received_nothing_is_white_and_the_legend_says_so():
     x = np.arange(3.0)
     d = draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([-1, 0, 1]))
-    assert any("白は何も受け取らなかったマス" in t for t in d.texts)
+    assert any("白で番号のないマスは何も受け取らなかったマス" in t for t in d.texts)
     assert d.png != draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([2, 0, 1])).png
-    assert "デバイスごとの送り元 なし,0,1" in d.caption
+    assert "デバイスごとの送信元 なし,0,1" in d.caption
+
+
+def _grey_levels(png: bytes) -> int:
+    import io
+
+    from PIL import Image
+    return len(np.unique(np.asarray(Image.open(io.BytesIO(png)).convert("L"))))
+
+
+def test_the_sender_is_written_in_each_cell_so_a_grayscale_print_keeps_it():
+    # 白黒で印刷すると色は区別できなくなるので、送ったデバイスは各マスの D 番号で読めること
+    x = np.arange(4.0)
+    d = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.roll(np.arange(4), 1))
+    for r in range(4):
+        assert d.texts.count(f"D{r}") >= 3, r   # 行の名前、前のマス、後のマス
+    assert _grey_levels(d.png) > 2
+
+
+def test_a_combined_value_is_hatched_not_only_grey():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    draw.values._cell(ax, 0, 0, 3.0, None)
+    assert any(getattr(p, "get_hatch", lambda: None)() == "///" for p in ax.patches)
+    assert [t.get_text() for t in ax.texts] == ["3"]  # 合わせた値には送ったデバイスの番号を書かない

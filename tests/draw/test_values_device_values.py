@@ -17,5 +17,6 @@ def test_device_values_before_and_after():
 def test_ring_steps_lists_blocks():
     held = [[[0], [1], [2]], [[0, 2], [0, 1], [1, 2]], [[0, 1, 2]] * 3]
     d = small_and_deterministic(lambda: draw.ring_steps(held))
-    assert "0 2" in d.texts and "0 1 2" in d.texts and "最初" in d.texts
+    assert "0 [2]" in d.texts and "0 [1] 2" in d.texts and "最初" in d.texts  # 新しく届いたシャードは [ ]
+    assert "0 1 2" not in d.texts
 

@@ -1,4 +1,4 @@
-"""ch6.draw.device_values_from: 集団通信の後の値を、送り元のデバイスの色で塗る図。"""
+"""ch6.draw.device_values_from: 集団通信の後の各マスに、値を送ったデバイスの番号を書き、その色で塗る図。"""
 import numpy as np
 
 from ch6 import draw
@@ -11,7 +11,8 @@ def test_texts_carry_values_devices_and_op():
     d = draw.device_values_from(before, after, origin, op="ppermute")
     for t in ("D0", "D3", "ppermute", "8", "3", "前"):
         assert t in d.texts
-    assert "送り元 3,0,1,2" in d.caption
+    assert "送信元 3,0,1,2" in d.caption
+    assert d.texts.count("D3") >= 3  # 行の名前、前のマス、後で D0 が受け取ったマス
 
 
 def test_origin_changes_the_picture_and_png_is_small_and_stable():
