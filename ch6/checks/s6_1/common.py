@@ -29,8 +29,7 @@ def guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
     """隠し関数の引数が 1 サンプル分の形でなければ、何が来たかを示して不合格にする。"""
     got = shape_of(value)
     if got != want:
-        raise Fail(f"{fn_name} の引数 {arg} に形 {fmt(got)} の値が渡されました。{fn_name} が 1 回の呼び出しで受け取る "
-                   f"{arg} の形は {fmt(want)} です。{hint}")
+        raise Fail(f"{fn_name} の引数 {arg} は形 {fmt(want)} のはずが、形 {fmt(got)} で渡されました。{hint}")
 
 
 def sizes_fail(exc: LearnerError, hint) -> None:
@@ -50,8 +49,8 @@ def sizes_fail(exc: LearnerError, hint) -> None:
 
 def expect_used(fn_name: str, spy: Spy) -> None:
     if spy.calls == 0:
-        raise Fail(f"渡された {fn_name} が一度も呼ばれていません。ノートブックの例の式を書き写すのではなく、"
-                   f"引数の {fn_name} を vmap で包んで使ってください（チェックは別の {fn_name} を渡します）。")
+        raise Fail(f"チェックが渡した別の {fn_name} が一度も呼ばれていません。"
+                   f"例の式を写さず、引数の {fn_name} を vmap で包んで使いましょう。")
 
 
 def tree_close(got, want) -> bool:
@@ -66,7 +65,7 @@ def tree_close(got, want) -> bool:
         return False
 
 
-def expect_tree(got, want, what: str, hint: str) -> None:
+def expect_tree(got, want, what: str, hint: str = "") -> None:
     """pytree の構造（辞書のキーと入れ子）を比べ、葉ごとに expect_close（どの葉かを示す）。"""
     import jax
 
@@ -76,8 +75,8 @@ def expect_tree(got, want, what: str, hint: str) -> None:
     except Exception:
         got_def = None
     if got_def != want_def:
-        raise Fail(f"{what}は params と同じ構造（{_describe(want)}）のはずですが、{_describe(got)} が返りました。"
-                   "jax.tree.map を使うと、葉を計算しても構造はそのまま残ります。")
+        raise Fail(f"{what}は params と同じ構造（{_describe(want)}）のはずが、{_describe(got)} でした。"
+                   "jax.tree.map を使うと構造はそのまま残ります。")
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(want)[0]]
     for path, g, w in zip(paths, jax.tree.leaves(got), jax.tree.leaves(want)):
         expect_close(g, w, f"{what}の {path} ", rtol=1e-4, atol=1e-6, hint=hint)

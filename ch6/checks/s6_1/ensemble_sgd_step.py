@@ -16,10 +16,10 @@ def _loss_5(spy: Spy, d: int, h: int):
     def loss_fn(params, x, y):
         spy.calls += 1
         if shape_of(params["W"]) != (h, d):
-            raise Fail(f"loss_fn の params['W'] に形 {fmt(shape_of(params['W']))} が渡されました。1 つのモデルの W は "
-                       f"{fmt((h, d))} です: stacked_params はモデルの軸（0 軸）で vmap してから渡します。")
-        guard("loss_fn", "x", x, (d,), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
-        guard("loss_fn", "y", y, (), "loss_fn は 1 サンプル用です。サンプルの軸も vmap で回します。")
+            raise Fail(f"loss_fn の params['W'] は形 {fmt((h, d))} のはずが、{fmt(shape_of(params['W']))} で渡されました。"
+                       "stacked_params はモデルの軸（0 軸）で vmap します。")
+        guard("loss_fn", "x", x, (d,), "サンプルの軸も vmap で回します。")
+        guard("loss_fn", "y", y, (), "サンプルの軸も vmap で回します。")
         return (params["v"] @ jnp.tanh(params["W"] @ x + params["b"]) - y) ** 2
 
     return loss_fn
@@ -60,7 +60,7 @@ def check_ensemble_sgd_step(fn):
     want = _sgd_reference(loss, stacked, xs, ys, lrs)
     if not tree_close(got, want):
         mistakes = [
-            (dict(same_lr=True), "全モデルに同じ学習率を使っています: lrs はモデルごとに 1 つずつなので、lrs もモデルの軸で vmap します。"),
+            (dict(same_lr=True), "全モデルに同じ学習率を使っています。lrs はモデルごとに 1 つなので、lrs もモデルの軸で vmap します。"),
             (dict(reduce="sum"), "損失（勾配）をサンプルについて合計しています。バッチ平均の損失の勾配を使います。"),
             (dict(sign=+1.0), "勾配の向きに進んでいます（p + lr * g）。損失を下げるには p - lr * g です。"),
             (dict(grads_only=True), "勾配を返しています。返すのは 1 ステップ後のパラメータ p - lr * g です。"),
@@ -69,11 +69,10 @@ def check_ensemble_sgd_step(fn):
             if tree_close(got, _sgd_reference(loss, stacked, xs, ys, lrs, **kw)):
                 raise Fail(msg)
     expect_tree(got, want, "ensemble_sgd_step の結果",
-                 hint="モデル k について p_k - lrs[k] * grad(平均損失)(p_k) です。")
+                 )
     for what, make in (("モデル数", lambda k: (_loss_5(Spy(), d, h), _stacked_5(rng, k, d, h), xs, ys,
                                               f32(rng.uniform(0.1, 1.0, size=k)))),
                        ("サンプル数", lambda k: (_loss_5(Spy(), d, h), stacked, f32(rng.normal(size=(k, d))),
                                                f32(rng.normal(size=(k,))), lrs))):
         expect_no_batch_loop(fn, make, sizes=(2, 4), what=what)
-    return (f"隠し loss_fn と {m} モデル（学習率 {', '.join(fmt(float(v)) for v in lrs)}）× {b} サンプルで一致し、"
-            "jaxpr はモデル数にもサンプル数にも依存しません。")
+    return f"別の loss_fn と {m} モデル × {b} サンプルで一致し、jaxpr はモデル数にもサンプル数にも依存しません。"

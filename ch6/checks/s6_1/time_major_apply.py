@@ -17,10 +17,9 @@ def _fn_2(spy: Spy, t: int, f: int, b: int):
         spy.calls += 1
         hint = ""
         if shape_of(seq) == (b, f):
-            hint = (f"seqs の 0 軸は時間（{t}）で、バッチ（{b} 本）は 1 軸目です。"
-                    "seqs の in_axes を確かめてください。")
+            hint = f"seqs の 0 軸は時間（{t}）で、バッチ（{b} 本）は 1 軸目です。"
         guard("fn", "seq", seq, (t, f), hint)
-        guard("fn", "length", length, (), "lengths は系列ごとに 1 つずつ（形 (B,) の 0 軸がバッチ）です。")
+        guard("fn", "length", length, (), "lengths は 0 軸がバッチです。")
         steps = jnp.arange(seq.shape[0])
         running = jnp.cumsum(seq, axis=0) / (steps + 1.0)[:, None]
         return jnp.where((steps < length)[:, None], running, 0.0)
@@ -46,15 +45,15 @@ def check_time_major(fn):
         got = call(fn, _fn_2(spy, t, f, b), seqs, lengths)
     except LearnerError as exc:
         sizes_fail(exc, lambda names: (
-            f"seqs は (時間 {t}, バッチ {b}, 特徴 {f}) の並びで、バッチは 1 軸目です。lengths は形 ({b},) で 0 軸目がバッチです。"))
+            "seqs のバッチは 1 軸目、lengths のバッチは 0 軸目です。"))
         raise
     expect_used("fn", spy)
     want = _fn_2_np(seqs, lengths)
     if shape_of(got) == (b, t, f):
-        raise Fail(f"出力の形が (バッチ, 時間, 特徴) = {fmt((b, t, f))} です。期待は入力と同じ時間優先の "
-                   f"(時間, バッチ, 特徴) = {fmt((t, b, f))} です。出力のどこにバッチ軸を置くかは out_axes で決めます。")
+        raise Fail(f"出力が (バッチ, 時間, 特徴) = {fmt((b, t, f))} の並びで、時間優先の {fmt((t, b, f))} ではありません。"
+                   "バッチ軸を出力のどこに配置するかは out_axes で決めます。")
     expect_close(got, want, "time_major_apply(fn, seqs, lengths) の結果",
-                 hint="out[:, i] = fn(seqs[:, i], lengths[i]) です。")
+                 )
     expect_no_batch_loop(fn, lambda n: (_fn_2(Spy(), t, f, n), f32(rng.normal(size=(t, n, f))),
                                         rng.integers(0, t + 1, size=n).astype(np.int32)), sizes=(3, 5))
     return f"隠し fn と隠し入力（時間 {t}、{b} 本、特徴 {f}）で一致し、jaxpr はバッチサイズに依存しません。"

@@ -35,7 +35,7 @@ def test_6_1_3_broadcasting_without_vmap_does_not_pass():
     def broadcast(pair_fn, Xs, Y):
         return pair_fn(Xs[:, :, None, :], Y[None, None, :, :])
 
-    expect("6.1-3", broadcast, "fail", "pair_fn の引数 x に形 (3, 5, 1, 6)", "2 点用")
+    expect("6.1-3", broadcast, "fail", "pair_fn の引数 x は形 (6,) のはずが、形 (3, 5, 1, 6)", "3 段")
 
     def copied(pair_fn, Xs, Y):  # ノートブックのユークリッド距離を書き写した
         return jnp.sqrt(jnp.sum((Xs[:, :, None, :] - Y[None, None, :, :]) ** 2, -1))
@@ -45,7 +45,7 @@ def test_6_1_3_broadcasting_without_vmap_does_not_pass():
 
 def test_6_1_3_wrong():
     two_levels = lambda p, Xs, Y: jax.vmap(jax.vmap(p, (None, 0)), (0, None))(Xs, Y)  # noqa: E731
-    expect("6.1-3", two_levels, "fail", "pair_fn の引数 x に形 (5, 6)")
+    expect("6.1-3", two_levels, "fail", "pair_fn の引数 x は形 (6,) のはずが、形 (5, 6)")
     swapped = lambda p, Xs, Y: jax.vmap(jax.vmap(jax.vmap(p, (0, None)), (None, 0)), (0, None))(Xs, Y)  # noqa: E731
     expect("6.1-3", swapped, "fail", "(3, 4, 5)", "軸の順番")
 

@@ -89,7 +89,7 @@ def test_6_1_4_wrong():
     def fixed_norm(loss_fn, params, xs, ys, max_norm):  # 引数の max_norm を使わない
         return clip_ref(loss_fn, params, xs, ys, 1.0)
 
-    expect("6.1-4", no_clip, "fail", "切り詰めていません")
+    expect("6.1-4", no_clip, "fail", "切り詰められていません")
     expect("6.1-4", clip_after_mean, "fail", "平均してから切り詰めています")
     expect("6.1-4", per_leaf, "fail", "葉ごとに別々のノルム")
     expect("6.1-4", always_scale, "fail", "min(1, max_norm / ノルム)")
@@ -99,6 +99,6 @@ def test_6_1_4_wrong():
     expect("6.1-4", fixed_norm, "fail", "max_norm")
     expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: jax.tree.leaves(clip_ref(loss_fn, params, xs, ys, max_norm)),
            "fail", "同じ構造")
-    expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: loss_fn(params, xs, ys), "fail", "1 サンプル用")
+    expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: loss_fn(params, xs, ys), "fail", "サンプルの軸は vmap")
     expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: loss_fn(params), "error", "TypeError")
     expect("6.1-4", boom, "error", "ZeroDivisionError")

@@ -74,6 +74,6 @@ def test_6_1_5_wrong():
     expect("6.1-5", summed, "fail", "合計")
     expect("6.1-5", ascent, "fail", "勾配の向き")
     expect("6.1-5", grads_only, "fail", "勾配を返しています")
-    expect("6.1-5", no_model_vmap, "fail", "params['W'] に形 (3, 5, 4)")
+    expect("6.1-5", no_model_vmap, "fail", "params['W'] は形 (5, 4) のはずが、(3, 5, 4)")
     expect("6.1-5", lambda loss_fn, ps, xs, ys, lrs: ps, "fail", "一度も呼ばれていません")
     expect("6.1-5", not_done, "not_done")

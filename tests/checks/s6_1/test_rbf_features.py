@@ -37,9 +37,9 @@ def test_6_1_1_wrong_in_axes_is_explained_with_sizes_and_a_tailored_hint():
 
 def test_6_1_1_wrong():
     expect("6.1-1", lambda k, x, c, g: jax.vmap(k, in_axes=(None, 0, None))(x, c, g), "fail",
-           "kernel の引数 g に形 (7,)", "gammas は中心ごとに 1 つずつ")
+           "kernel の引数 g は形 () のはずが、形 (7,)", "gammas は中心ごと")
     expect("6.1-1", lambda k, x, c, g: jax.vmap(k, in_axes=(None, None, 0))(x, c, g), "fail",
-           "kernel の引数 c に形 (7, 3)", "中心 1 つ用")
+           "kernel の引数 c は形 (3,) のはずが、形 (7, 3)", "centers と gammas は中心ごと")
     expect("6.1-1", lambda k, x, c, g: jnp.stack([k(x, ci, gi) for ci, gi in zip(c, g)]), "fail", "Python のループ")
     expect("6.1-1", lambda k, x, c, g: lax.map(lambda cg: k(x, *cg), (c, g)), "fail", "scan")
     expect("6.1-1", lambda k, x, c, g: jnp.zeros(7), "fail", "一度も呼ばれていません")
@@ -59,4 +59,4 @@ def test_6_1_1_broadcasting_the_notebook_formula_does_not_pass():
     def broadcast_kernel(kernel, x, centers, gammas):
         return kernel(x, centers, gammas)
 
-    expect("6.1-1", broadcast_kernel, "fail", "中心 1 つ用")
+    expect("6.1-1", broadcast_kernel, "fail", "centers と gammas は中心ごと")

@@ -38,9 +38,9 @@ def test_6_1_2_wrong():
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(1, 0))(s, n), "fail", "(4, 6, 3)", "out_axes")
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(0, 0), out_axes=1)(s, n), "fail",
            "seq の 0 軸が 6", "length の 0 軸が 4", "1 軸目")
-    expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=1, out_axes=1)(s, n), "fail", "形 (4,)", "lengths は形 (4,) で 0 軸目")
+    expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=1, out_axes=1)(s, n), "fail", "形 (4,)", "lengths のバッチは 0 軸目")
     expect("6.1-2", lambda fn, s, n: jax.vmap(fn, in_axes=(1, None), out_axes=1)(s, n), "fail",
-           "fn の引数 length に形 (4,)")
+           "fn の引数 length は形 () のはずが、形 (4,)")
     expect("6.1-2", lambda fn, s, n: jnp.stack([fn(s[:, i], n[i]) for i in range(s.shape[1])], axis=1), "fail",
            "Python のループ")
     expect("6.1-2", lambda fn, s, n: s, "fail", "一度も呼ばれていません")
