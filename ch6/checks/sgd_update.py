@@ -44,20 +44,16 @@ def update_mistake(params, got, grads, lr: float, *, device_grads=None, rtol: fl
     """
     g, p, new = as_vector(grads), as_vector(params), as_vector(got)
     if is_close(new, g, rtol=rtol, atol=atol):
-        return ("新しいパラメータの代わりに勾配そのものが返りました（戻り値の 'w' と 'b' が勾配と一致）。"
-                "戻り値は params - lr * grads で更新したパラメータです。")
+        return "戻り値の 'w' と 'b' が勾配と一致し、更新したパラメータではありません。params - lr * grads を返しましょう。"
     if is_close(new, p, rtol=rtol, atol=atol):
-        return "パラメータが更新されずにそのまま返りました。params - lr * grads を返します。"
+        return "パラメータが更新されずにそのまま返りました。params - lr * grads を返しましょう。"
     if is_close(new, p + lr * g, rtol=rtol, atol=atol):
-        return ("更新の符号が逆です（params + lr * grads になっています）。損失を下げる向きは勾配の逆なので、"
-                "params - lr * grads です。")
+        return "更新が params + lr * grads で、符号が逆です。損失を下げる向きは勾配の逆なので params - lr * grads です。"
     if device_grads is not None and len(device_grads) > 1:
         peak = np.max(np.stack([as_vector(dg) for dg in device_grads]), axis=0)
         if is_close(new, p - lr * peak, rtol=rtol, atol=atol):
-            return ("勾配をデバイスの間で lax.pmax（要素ごとの最大）でまとめています。"
-                    "全データの勾配は最大ではなく、デバイスの勾配を足し合わせて作ります（lax.psum / lax.pmean）。")
+            return "勾配を lax.pmax（要素ごとの最大）でまとめています。全データの勾配は、デバイスの勾配の和（psum）から作ります。"
     c = fitted_rate(params, got, grads)
     if c is not None and not np.isclose(c, lr, rtol=1e-3):
-        return (f"更新の向きは合っていますが、学習率が {c:.3g} になっています。学習率は引数 lr"
-                f"（採点では {lr:g}）を使います。")
+        return f"学習率は引数 lr の {lr:g} のはずが、更新は学習率 {c:.3g} 相当でした。引数の lr を使いましょう。"
     return None

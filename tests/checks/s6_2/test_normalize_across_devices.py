@@ -29,10 +29,10 @@ def test_6_2_1_wrong():
     local = lambda xs: jax.pmap(lambda x: x / x.sum())(xs)  # noqa: E731
     expect("6.2-1", local, "fail", "psum")
     if N > 1:
-        expect("6.2-1", local, "fail", "デバイス）の中だけ")
-    expect("6.2-1", lambda xs: xs / xs.sum(), "fail", "psum が見つかりません")
+        expect("6.2-1", local, "fail", "各デバイスの中だけ")
+    expect("6.2-1", lambda xs: xs / xs.sum(), "fail", "psum がありません")
     loop = lambda xs: jnp.stack([x / sum(r.sum() for r in xs) for x in xs])  # noqa: E731  Python のループ
-    expect("6.2-1", loop, "fail", "psum が見つかりません")
+    expect("6.2-1", loop, "fail", "psum がありません")
     # 決め打ちの出力（5 デバイスでは隠し入力が (5, 3) から始まるので、形で見つかる）
     expect("6.2-1", lambda xs: jnp.ones((N, 5)) / (5 * N), "fail", "値が違います" if N != 5 else "形が違います")
     transposed = lambda xs: jax.pmap(lambda x: x / lax.psum(x.sum(), "i"), axis_name="i", out_axes=1)(xs)  # noqa: E731
@@ -41,7 +41,7 @@ def test_6_2_1_wrong():
     expect("6.2-1", wrong_name, "error", "NameError")
     if N > 1:
         pmean = lambda xs: jax.pmap(lambda x: x / lax.pmean(x.sum(), "i"), axis_name="i")(xs)  # noqa: E731
-        expect("6.2-1", pmean, "fail", "値が違います")
+        expect("6.2-1", pmean, "fail", "lax.pmean）で割って")
     expect("6.2-1", not_done, "not_done", "まだ解答されていません")
     expect("6.2-1", boom, "error", "ZeroDivisionError")
     expect("6.2-1", "normalize", "fail", "関数を渡してください")

@@ -108,17 +108,17 @@ def sgd_six_args(params, x, y, loss_fn, lr, axis_name):
 
 def test_6_2_2_wrong():
     where = f"{N} デバイス" if N > 1 else "3 グループ"  # 1 デバイスでは平均の平均も正しい: vmap の 3 グループで見つかる
-    expect("6.2-2", sgd_mean_of_means, "fail", "pmean しています", "件数の少ないデバイス", "lax.psum", where)
-    expect("6.2-2", sgd_no_mask, "fail", "mask を使っていません", "パディング")
+    expect("6.2-2", sgd_mean_of_means, "fail", "pmean したので", "件数の少ないデバイス", "lax.psum", where)
+    expect("6.2-2", sgd_no_mask, "fail", "mask が使われていない", "パディング")
     expect("6.2-2", sgd_all_rows, "fail", "全部の行の数", "lax.psum(jnp.sum(mask), axis_name)")
-    expect("6.2-2", sgd_not_divided, "fail", "割っていません")
+    expect("6.2-2", sgd_not_divided, "fail", "割られていません")
     if N > 1:
         expect("6.2-2", sgd_local_only, "fail", "デバイスごとに違うパラメータ", "lax.psum")
     else:
         expect("6.2-2", sgd_local_only, "fail", "3 グループ")
     expect("6.2-2", sgd_gather, "fail", "all_gather", "psum")
-    expect("6.2-2", sgd_fixed_axis, "fail", "'devices'", "引数 axis_name", "'replicas'")
-    expect("6.2-2", sgd_fixed_lr, "fail", "学習率が 0.1", "引数 lr")
+    expect("6.2-2", sgd_fixed_axis, "fail", "'devices'", "直接書かれて", "axis_name")
+    expect("6.2-2", sgd_fixed_lr, "fail", "学習率 0.1 相当", "引数 lr")
     expect("6.2-2", sgd_fixed_loss, "fail", "squared_errors", "引数 loss_fn")
     expect("6.2-2", sgd_six_args, "fail", "7 つの引数")
     expect("6.2-2", lambda p, x, y, m, L, lr, a: p, "fail", "そのまま返りました")

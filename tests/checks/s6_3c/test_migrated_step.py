@@ -164,7 +164,7 @@ def test_6_3c_1_wrong():
         expect("6.3c-1", make_psum_loss, "fail", "loss", "値が違います")
     expect("6.3c-1", make_plain_jit, "fail", "shard_map が見つかりません")
     expect("6.3c-1", make_gather, "fail", "all-gather")
-    expect("6.3c-1", make_fixed_lr, "fail", "学習率が 0.5", "引数 lr")
+    expect("6.3c-1", make_fixed_lr, "fail", "学習率 0.5 相当", "引数 lr")
     expect("6.3c-1", make_memo, "fail", "2 回目", "値が違います")
     expect("6.3c-1", lambda mesh, loss_fn, lr: {"w": 0, "b": 0}, "fail", "ファクトリ関数")
     expect("6.3c-1", lambda mesh, loss_fn, lr: (lambda p, x, y: p), "fail", "2 つ組")
