@@ -142,12 +142,12 @@ def _expect_update(params, got, xs, ys, masks, what):
     expect_shape(w, (groups, D), f"{what}の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
     w, b = np.asarray(w, np.float64), np.asarray(b, np.float64).reshape(groups)
     if groups > 1 and not (np.allclose(w, w[:1], atol=1e-6) and np.allclose(b, b[:1], atol=1e-6)):
-        raise Fail(f"{what}で、デバイスごとに違うパラメータになったので、勾配がデバイスの間でまとめられていません。"
+        raise Fail(f"{what} で、デバイスごとに違うパラメータになったので、勾配がデバイスの間でまとめられていません。"
                    "勾配の和と有効な件数の和を lax.psum で集めましょう。")
     one = {"w": w[0], "b": b[0]}
     why = _named_mistake(params, one, xs, ys, masks, HIDDEN_LR)
     if why:
-        raise Fail(f"{what}で、{why}")
+        raise Fail(f"{what} で、{why}")
     right, _, _ = _references(params, xs, ys, masks)
     want = step_with(params, right, HIDDEN_LR)
     hint = "全データの平均損失 Σ mask·loss / Σ mask の勾配で更新します。"

@@ -119,7 +119,7 @@ def test_6_2_2_wrong():
     expect("6.2-2", sgd_gather, "fail", "all_gather", "psum")
     expect("6.2-2", sgd_fixed_axis, "fail", "'devices'", "直接書かれて", "axis_name")
     expect("6.2-2", sgd_fixed_lr, "fail", "学習率 0.1 相当", "引数 lr")
-    expect("6.2-2", sgd_fixed_loss, "fail", "squared_errors", "引数 loss_fn")
+    expect("6.2-2", sgd_fixed_loss, "fail", "squared_errors", "引数の loss_fn")
     expect("6.2-2", sgd_six_args, "fail", "7 つの引数")
     expect("6.2-2", lambda p, x, y, m, L, lr, a: p, "fail", "そのまま返りました")
     expect("6.2-2", lambda p, x, y, m, L, lr, a: (p["w"], p["b"]), "fail", "dict")
