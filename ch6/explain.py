@@ -96,19 +96,19 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
      lambda m, msg: "トレーサ（jit や vmap の中の値）が関数の外へ漏れています。変換の中の値をグローバル変数などに"
                     "保存して、あとで使っていませんか。"),
     ("TracerBoolConversionError|ConcretizationTypeError", re.compile(r".*"),
-     lambda m, msg: "トレースの途中で、値によって分かれる Python の if や bool() を使っています。"
+     lambda m, msg: "トレースの途中で、値によって分岐する Python の if や bool() を使っています。"
                     "jnp.where や lax.cond を使ってください。"),
     ("ValueError", re.compile(r"Received incompatible devices for jitted computation"),
-     lambda m, msg: "違うデバイスの組（別のメッシュ）に置かれた配列が 1 つの計算に混ざっています。"
-                    "渡されたメッシュに置いてください。"),
+     lambda m, msg: "違うデバイスの組（別のメッシュ）に配置された配列が 1 つの計算に混ざっています。"
+                    "渡されたメッシュに配置し直してください。"),
     ("ValueError|DuplicateSpecError", re.compile(r"(?:duplicate|A single NamedSharding spec specification can map every mesh axis to at most one)",
                                                  re.I),
      lambda m, msg: "PartitionSpec で同じメッシュの軸を 2 度使っています。1 つの軸は 1 つの次元にしか使えません。"),
     ("ValueError|IndivisibleError", re.compile(r"(?:divisible|evenly|Indivisible)", re.I),
-     lambda m, msg: f"配列の次元が、分割に使うメッシュの軸の大きさで割り切れないので、その分け方はできません（「{cut(clean(msg), 90)}」）。"),
+     lambda m, msg: f"配列の次元が、分割に使うメッシュの軸の大きさで割り切れないので、その分割はできません（「{cut(clean(msg), 90)}」）。"),
     ("ShardingTypeError", re.compile(r".*"),
      lambda m, msg: f"シャーディングの型が合いません（「{cut(clean(msg), 100)}」）。out_sharding や jax.reshard で"
-                    "出力の置き方を決めてください。"),
+                    "出力のシャーディングを決めてください。"),
     ("TypeError", re.compile(r"missing (\d+) required positional argument|takes (\d+) positional arguments? but (\d+)"),
      lambda m, msg: f"関数の引数の数が違います（「{cut(clean(msg), 80)}」）。演習の説明どおりの引数を受け取ってください。"),
     ("ValueError", re.compile(r"not enough values to unpack|too many values to unpack"),
