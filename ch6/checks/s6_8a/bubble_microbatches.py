@@ -1,11 +1,18 @@
-"""6.8a-3 microbatches_for_bubble: バブルの割合を目標以下にする、いちばん少ないマイクロバッチの数。"""
+"""6.8a-3 microbatches_for_bubble: バブルの割合を目標以下にする、いちばん少ないマイクロバッチの数。
+
+問題文の約束: 差が TOL 以内なら等しいとみなし、ちょうど等しい M も条件を満たす（「以下」）。S = 1 や目標 ≥ 1 なら 1。
+隠しの場合には、ちょうど等しくなる境目（丸めのない 0.25 と、浮動小数では 1 ずれやすい 0.2）も入れる。
+"""
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
 from ...checking import Fail, call, exercise, n_devices
+
+TOL = 1e-9  # 問題文の「差が 1e-9 以内なら等しい」
 
 
 def bubble(n_stages: int, n_micro: int, n_virtual: int = 1) -> Fraction:
@@ -13,70 +20,110 @@ def bubble(n_stages: int, n_micro: int, n_virtual: int = 1) -> Fraction:
     return Fraction(n_stages - 1, n_virtual * n_micro + n_stages - 1)
 
 
-def smallest_m(n_stages: int, target: float, n_virtual: int = 1, rule=bubble) -> int:
-    target = Fraction(target)
+def _smallest(ok) -> int:
     m = 1
-    while rule(n_stages, m, n_virtual) > target:
+    while not ok(m):
         m += 1
     return m
 
 
-def _plus_s(n_stages, n_micro, n_virtual=1):  # 分母を M + S にした誤り
-    return Fraction(n_stages - 1, n_virtual * n_micro + n_stages)
+def smallest_m(n_stages: int, target: float, n_virtual: int = 1) -> int:
+    limit = Fraction(target) + Fraction(TOL)
+    return _smallest(lambda m: bubble(n_stages, m, n_virtual) <= limit)
 
 
-def _no_virtual(n_stages, n_micro, n_virtual=1):  # V を使わない誤り
-    return bubble(n_stages, n_micro)
+# 名前を言う誤り（同じ場合のすべてで一致したときだけ、その名前を言う）
+def _strict(n_stages, target, n_virtual=1):  # 「以下」でなく「未満」
+    limit = Fraction(target) - Fraction(TOL)
+    return _smallest(lambda m: bubble(n_stages, m, n_virtual) < limit)
 
 
-def _virtual_everywhere(n_stages, n_micro, n_virtual=1):  # 分母全体に V を掛けた誤り
-    return Fraction(n_stages - 1, n_virtual * (n_micro + n_stages - 1))
+def _plus_s(n_stages, target, n_virtual=1):  # 分母を V·M + S にした
+    return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * m + n_stages) <= Fraction(target) + Fraction(TOL))
+
+
+def _no_virtual(n_stages, target, n_virtual=1):  # V を使わない
+    return smallest_m(n_stages, target)
+
+
+def _virtual_everywhere(n_stages, target, n_virtual=1):  # 分母全体に V を掛けた
+    limit = Fraction(target) + Fraction(TOL)
+    return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * (m + n_stages - 1)) <= limit)
+
+
+def _closed(n_stages, target, n_virtual):
+    return (n_stages - 1) * (1 - target) / (target * n_virtual)
+
+
+def _nearest(n_stages, target, n_virtual=1):  # 切り上げでなく四捨五入
+    return max(1, round(_closed(n_stages, target, n_virtual)))
+
+
+def _floor(n_stages, target, n_virtual=1):  # 切り捨て
+    return max(1, math.floor(_closed(n_stages, target, n_virtual) + TOL))
+
+
+def _ceil_no_tolerance(n_stages, target, n_virtual=1):  # 浮動小数の式をそのまま切り上げた
+    return max(1, math.ceil(_closed(n_stages, target, n_virtual))) if n_stages > 1 else 1
 
 
 def _as_int(got, what: str) -> int:
     if isinstance(got, (bool, np.bool_)):
-        raise Fail(f"{what}: マイクロバッチの数（整数）のはずですが、真偽値 {got} が返りました。")
+        raise Fail(f"{what}: マイクロバッチの数は整数のはずが、真偽値 {got} でした。")
     if isinstance(got, (int, np.integer)):
         return int(got)
     if isinstance(got, (float, np.floating)):
-        raise Fail(f"{what}: マイクロバッチの数は整数のはずですが、浮動小数 {float(got):.4g} が返りました。"
-                   "条件を満たすいちばん小さい整数を int で返しましょう（切り上げた値を int() で）。")
-    raise Fail(f"{what}: マイクロバッチの数（整数）のはずですが、{type(got).__name__} が返りました。")
+        raise Fail(f"{what}: マイクロバッチの数は整数のはずが、浮動小数 {float(got):.4g} でした。"
+                   "切り上げた値を int で返します。")
+    raise Fail(f"{what}: マイクロバッチの数は整数のはずが、{type(got).__name__} でした。")
+
+
+def cases_for(n: int) -> list[tuple[int, float, int]]:
+    """(S, 目標, V)。境目ちょうど（0.25、0.2、0.5）、1 ステージ、目標 1、四捨五入と切り上げが違う場合を含む。"""
+    return [(max(n, 2), 0.13, 1), (5, 0.07, 1), (5, 0.25, 1), (4, 0.2, 2), (3, 0.41, 1), (12, 0.26, 2),
+            (6, 0.09, 4), (1, 0.05, 1), (9, 0.5, 1), (4, 1.0, 1)]
 
 
 @exercise("6.8a-3", "microbatches_for_bubble")
 def check_microbatches_for_bubble(fn):
-    n = n_devices()
-    # (S, 目標, V): 境目にちょうど来ない目標（浮動小数の丸めで答えが変わらない）。0.5 は丸めのない境目、1.0 はどの M でもよい
-    cases = [(max(n, 2), 0.13, 1), (5, 0.07, 1), (3, 0.41, 1), (12, 0.26, 2), (6, 0.09, 4), (1, 0.05, 1), (9, 0.5, 1),
-             (4, 1.0, 1)]
-    wants = [smallest_m(s, target, v) for s, target, v in cases]
-    gots = [_as_int(call(fn, s, target, v), f"S = {s}, 目標 {target}, V = {v}") for s, target, v in cases]
-    if gots != wants:
-        # 誤りの名前は、すべての場合の答えがその誤りの答えと一致するときだけ言う
-        def same_as(rule):
-            return gots == [smallest_m(s, target, v, rule) for s, target, v in cases]
+    cases = cases_for(n_devices())
+    wants = [smallest_m(*c) for c in cases]
+    gots = [_as_int(call(fn, s, target, v), f"S = {s}、目標 {target}、V = {v}") for s, target, v in cases]
+    if gots == wants:
+        s, target, v = cases[0]
+        return f"境目ちょうどの目標を含む {len(cases)} 通りで一致しました（例: S = {s}、目標 {target} → M = {wants[0]}）。"
 
-        k = next(i for i, (g, w) in enumerate(zip(gots, wants)) if g != w)
-        (s, target, v), got, want = cases[k], gots[k], wants[k]
-        what = f"S = {s}, 目標 {target}, V = {v}"
-        if got < 1:
-            raise Fail(f"{what}: 期待 {want}、実際 {got}。マイクロバッチは 1 個以上です"
-                       "（ステージが 1 つならバブルは 0 なので、M = 1 で足ります）。")
-        b_got = float(bubble(s, got, v))
-        if same_as(_plus_s):
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（分母を V·M + S にした値）。ティックの数は M + S − 1 です"
-                       f"（M = {got} のバブルは {b_got:.3f} で、目標を超えます）。")
-        if same_as(_no_virtual):
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（V を使っていない値）。1 デバイスが V 個のステージを持つと、"
-                       "仕事は V 倍に細かくなり、バブルは (S − 1)/(V·M + S − 1) です。")
-        if same_as(_virtual_everywhere):
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（分母全体に V を掛けた値）。"
-                       "V 倍になるのは仕事のマス V·M だけで、埋まるまでの S − 1 ティックは変わりません。")
-        if got < want:
-            raise Fail(f"{what}: 期待 {want}、実際 {got}。M = {got} のバブルは {b_got:.3f} で、目標 {target} を超えます"
-                       "（割り切れないときは切り上げます）。")
-        raise Fail(f"{what}: 期待 {want}、実際 {got}。M = {got} でも条件は満たしますが、いちばん小さい数ではありません"
-                   f"（M = {want} のバブルは {float(bubble(s, want, v)):.3f} です）。")
-    return (f"隠しの {len(cases)} 通りの (S, 目標, V) で一致しました"
-            f"（例: S = {cases[0][0]}, 目標 {cases[0][1]} → M = {smallest_m(*cases[0])}）。")
+    def same_as(rule):
+        return gots == [rule(*c) for c in cases]
+
+    k = next(i for i, (g, w) in enumerate(zip(gots, wants)) if g != w)
+    (s, target, v), got, want = cases[k], gots[k], wants[k]
+    what = f"S = {s}、目標 {target}、V = {v}"
+    if got < 1:
+        raise Fail(f"{what}: M は 1 以上のはずが {got} でした。ステージが 1 つならバブルは 0 なので、M = 1 で足ります。")
+    if same_as(_strict):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {want} のバブルは目標とちょうど等しく、"
+                   "「以下」なので条件を満たします（<= で比べます）。")
+    if same_as(_ceil_no_tolerance):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。式の値が浮動小数の丸めで整数を少し超え、"
+                   "切り上げが 1 ずれています（差が 1e-9 以内なら等しいとみなします）。")
+    if same_as(_plus_s):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母を V·M + S にしていますが、"
+                   "ティックは V·M + S − 1 です。")
+    if same_as(_no_virtual):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。V を使っていません。"
+                   "1 デバイスが V 個のステージを持つと、バブルは (S − 1)/(V·M + S − 1) です。")
+    if same_as(_virtual_everywhere):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
+                   "V 倍になるのは V·M だけで、S − 1 は変わりません。")
+    if same_as(_nearest):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を四捨五入していますが、"
+                   "条件を満たすには切り上げます。")
+    if same_as(_floor):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を切り捨てていますが、"
+                   "それではバブルが目標を超えるので切り上げます。")
+    if got < want:
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {got} のバブルは {float(bubble(s, got, v)):.3f} で、"
+                   "目標を超えます。")
+    raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {got} も条件を満たしますが、"
+               "いちばん小さい数ではありません。")

@@ -73,7 +73,7 @@ def one_f_one_b_order(n_stages: int, n_micro: int):
 
 
 def peak_stored(table) -> list[int]:
-    """ステージごとに、順伝播が済んで逆伝播がまだの（活性化を持っておく）マイクロバッチの数の最大。"""
+    """ステージごとに、順伝播が済んで逆伝播がまだの（活性値を持っておく）マイクロバッチの数の最大。"""
     peaks = []
     for row in table:
         live = best = 0

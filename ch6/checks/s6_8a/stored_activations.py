@@ -1,4 +1,8 @@
-"""6.8a-2 peak_activations: スケジュールの表から、ステージごとに持っておく活性化の数の最大を数える。"""
+"""6.8a-2 peak_activations: スケジュールの表から、ステージごとに持っておく活性値の数の最大を数える。
+
+隠しの表は GPipe・1F1B・順伝播を先に何個か行う順番のほか、「まとめて流す」順番（いくつかずつ F を行ってから、その B を
+行う）を含む。最後の表では最大が最初の B より後に来るので、「最初の B までの F の数」という近道は通らない。
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -8,24 +12,21 @@ from .common import exercise_rng, gpipe_order, one_f_one_b_order, peak_stored, s
 
 
 def _as_counts(got, n_stages: int, what: str) -> list[int]:
-    """学習者の返り値を、ステージごとの整数の列にする（違えば何が返ったかを言って不合格）。"""
+    """学習者の戻り値を、ステージごとの整数の列にする（違えば何が返ったかを言って不合格）。"""
     if isinstance(got, (bool, np.bool_)) or isinstance(got, (int, np.integer)):
-        raise Fail(f"{what}: ステージごとの数の列（長さ {n_stages}）のはずですが、整数 1 つ（{got}）が返りました。"
-                   "全ステージの最大ではなく、ステージごとに数えて並べましょう。")
+        raise Fail(f"{what}: 長さ {n_stages} の列のはずが、整数 1 つ（{got}）でした。ステージごとに数えて並べます。")
     try:
         arr = np.asarray(got)
     except Exception:
-        raise Fail(f"{what}: ステージごとの数の列のはずですが、{type(got).__name__} が返りました。") from None
+        raise Fail(f"{what}: ステージごとの数の列のはずが、{type(got).__name__} でした。") from None
     if arr.dtype == object or arr.ndim != 1:
-        raise Fail(f"{what}: 長さ {n_stages} の整数の列のはずですが、形 {fmt(tuple(arr.shape))} の"
-                   f" {type(got).__name__} が返りました。")
+        raise Fail(f"{what}: 長さ {n_stages} の整数の列のはずが、形 {fmt(tuple(arr.shape))} の {type(got).__name__} でした。")
     if len(arr) != n_stages:
-        raise Fail(f"{what}: 長さ {n_stages}（ステージの数）の列のはずですが、長さ {len(arr)} が返りました。"
-                   "表の 1 行が 1 ステージです。")
+        raise Fail(f"{what}: 長さ {n_stages}（ステージの数）の列のはずが、長さ {len(arr)} でした。表の 1 行が 1 ステージです。")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)) or arr.dtype == np.bool_:
-        raise Fail(f"{what}: 整数の列のはずですが、要素の型が {arr.dtype} です。")
+        raise Fail(f"{what}: 整数の列のはずが、要素の型が {arr.dtype} でした。")
     if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
-        raise Fail(f"{what}: 活性化の数は整数のはずですが、{fmt(tuple(float(v) for v in arr[:4]))} … が返りました。")
+        raise Fail(f"{what}: 活性値の数は整数のはずが、{fmt(tuple(float(v) for v in arr[:4]))} … でした。")
     return [int(v) for v in arr]
 
 
@@ -42,36 +43,61 @@ def _busy_counts(table) -> list[int]:
     return [sum(bool(e) for e in row) for row in table]
 
 
+def _burst_order(n_micro: int, groups) -> list:
+    """まとめて流す順番: groups の大きさずつ F を行い、その B を後ろから行う（どのステージも同じ順番）。"""
+    order, start = [], 0
+    for g in groups:
+        ms = list(range(start, start + g))
+        order += [("F", m) for m in ms] + [("B", m) for m in reversed(ms)]
+        start += g
+    assert start == n_micro
+    return order
+
+
+def _before_first_backward(table) -> list[int]:
+    """最初の B までの F の数（まとめて流す順番では最大にならない）。"""
+    out = []
+    for row in table:
+        count = 0
+        for e in row:
+            if e.startswith("B"):
+                break
+            count += e.startswith("F")
+        out.append(count)
+    return out
+
+
 @exercise("6.8a-2", "peak_activations")
 def check_peak_activations(fn):
     rng = exercise_rng(2)
     n = max(3, min(6, n_devices()))  # 1 デバイスでも 3 ステージ以上の表で確かめる
     m = 11  # 2 桁の番号（"F10"）も出てくる
     warm = sorted((int(w) for w in rng.integers(0, m, size=n)), reverse=True)
+    groups = [2, 5, 4]  # 最初の組より後の組が大きい: 最大は最初の B の後
     cases = [("GPipe", simulate(gpipe_order(n, m))),
              ("1F1B", simulate(one_f_one_b_order(n, m))),
-             (f"順伝播を先に {warm} 個ずつ", simulate(warmup_order(m, warm)))]
+             (f"順伝播を先に {warm} 個ずつ行う順番", simulate(warmup_order(m, warm))),
+             (f"{groups} 個ずつまとめて流す順番", simulate([_burst_order(m, groups) for _ in range(n)]))]
     for name, table in cases:
         want = peak_stored(table)
-        what = f"{name} の表（{n} ステージ × {len(table[0])} ティック、M = {m}）"
+        what = f"{name}の表（{n} ステージ、M = {m}）"
         got = _as_counts(call(fn, [list(row) for row in table]), n, what)
         if got == want:
             continue
-        if got == _forward_counts(table) and want != got:
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（各ステージの順伝播の数）。"
-                       "逆伝播 B m が済んだマイクロバッチの活性化は捨てられるので、そこで 1 減らします。")
-        if got == [max(want)] * n and want != got:
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（全ステージで同じ最大値）。ステージごとに別々に数えましょう。")
+        s = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+        said = f"{what}: ステージ {s} の最大が {want[s]} になるはずが {got[s]} でした。"
+        if got == _forward_counts(table):
+            raise Fail(said + "順伝播の数を数えていますが、B m が済んだ活性値は捨てるので 1 減らします。")
+        if got == [max(want)] * n:
+            raise Fail(said + "全ステージで同じ最大値を返しています。ステージごとに別々に数えます。")
         if got == _final_counts(table):
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（表の最後に持っている数）。"
-                       "ティックを進めながら持っている数を数え、その途中の最大を返します。")
+            raise Fail(said + "表の最後に持っている数を返しています。途中の最大を返します。")
         if got == _busy_counts(table):
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（空きでないマスの数）。順伝播で 1 増え、逆伝播で 1 減ります。")
+            raise Fail(said + "空きでないマスを数えています。F で 1 増え、B で 1 減ります。")
         if got == [w - 1 for w in want]:
-            raise Fail(f"{what}: 期待 {want}、実際 {got}（どのステージも 1 少ない）。"
-                       "順伝播のティックで数を増やしてから最大を更新しましょう。")
-        raise Fail(f"{what}: 期待 {want}、実際 {got}。"
-                   "各ステージの行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします（空き \"\" は何もしない）。")
-    return (f"隠しの {n} ステージ × M = {m} の 3 つの表（GPipe、1F1B、順伝播を先に {warm} 個ずつ）で一致しました"
-            f"（1F1B は {peak_stored(cases[1][1])}、GPipe はどのステージも {m}）。")
-
+            raise Fail(said + "どのステージも 1 少ないので、F のティックで数を増やしてから最大を更新します。")
+        if got == _before_first_backward(table):
+            raise Fail(said + "最初の B までの F を数えていますが、最大はその後に来ることがあります。")
+        raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")
+    return (f"{n} ステージ、M = {m} の {len(cases)} つの表（GPipe、1F1B、ほか 2 つの順番）で一致しました"
+            f"（1F1B は {peak_stored(cases[1][1])}）。")

@@ -1,25 +1,29 @@
-"""6.8a-3 microbatches_for_bubble: 正しい答え（数えても式でも）は通り、自然な誤りはそれぞれの言葉で落ちる。"""
+"""6.8a-3 microbatches_for_bubble: 正しい答え（数えても式でも）は通り、自然な誤りはそれぞれの言葉で落ちる。
+隠しの場合には、バブルが目標とちょうど等しくなる境目（問題文の「以下」と「差が 1e-9 以内なら等しい」）が入る。"""
 import math
 
 from ch6 import Status
+from ch6.checks.s6_8a.bubble_microbatches import cases_for, smallest_m
 from tests.checkhelp import boom, expect, not_done
+
+TOL = 1e-9
 
 
 def by_counting(n_stages, target, n_virtual=1):
     m = 1
-    while (n_stages - 1) / (n_virtual * m + n_stages - 1) > target:
+    while (n_stages - 1) / (n_virtual * m + n_stages - 1) > target + TOL:
         m += 1
     return m
 
 
 def by_formula(n_stages, target, n_virtual=1):
-    # M >= (S − 1)(1 − f)/(f V) を切り上げる（丸めの誤差を小さく引いてから）
-    return max(1, math.ceil((n_stages - 1) * (1 - target) / (target * n_virtual) - 1e-9))
+    # M >= (S − 1)(1 − f)/(f V) を、丸めの余裕を引いてから切り上げる
+    return max(1, math.ceil((n_stages - 1) * (1 - target) / (target * n_virtual) - TOL))
 
 
 def denominator_plus_s(n_stages, target, n_virtual=1):
     m = 1
-    while (n_stages - 1) / (n_virtual * m + n_stages) > target:
+    while (n_stages - 1) / (n_virtual * m + n_stages) > target + TOL:
         m += 1
     return m
 
@@ -30,13 +34,21 @@ def ignores_virtual(n_stages, target, n_virtual=1):
 
 def virtual_everywhere(n_stages, target, n_virtual=1):
     m = 1
-    while (n_stages - 1) / (n_virtual * (m + n_stages - 1)) > target:
+    while (n_stages - 1) / (n_virtual * (m + n_stages - 1)) > target + TOL:
         m += 1
     return m
 
 
 def floor_instead_of_ceil(n_stages, target, n_virtual=1):
-    return max(1, math.floor((n_stages - 1) * (1 - target) / (target * n_virtual)))
+    return max(1, math.floor((n_stages - 1) * (1 - target) / (target * n_virtual) + TOL))
+
+
+def nearest_instead_of_ceil(n_stages, target, n_virtual=1):
+    return max(1, round((n_stages - 1) * (1 - target) / (target * n_virtual)))
+
+
+def ceil_without_tolerance(n_stages, target, n_virtual=1):
+    return max(1, math.ceil((n_stages - 1) * (1 - target) / (target * n_virtual)))
 
 
 def strict_less(n_stages, target, n_virtual=1):  # 「以下」でなく「未満」
@@ -44,6 +56,10 @@ def strict_less(n_stages, target, n_virtual=1):  # 「以下」でなく「未�
     while (n_stages - 1) / (n_virtual * m + n_stages - 1) >= target:
         m += 1
     return m
+
+
+def one_too_many(n_stages, target, n_virtual=1):
+    return by_counting(n_stages, target, n_virtual) + (n_stages > 3)
 
 
 def as_float(n_stages, target, n_virtual=1):
@@ -54,34 +70,52 @@ def zero_for_one_stage(n_stages, target, n_virtual=1):
     return 0 if n_stages == 1 else by_counting(n_stages, target, n_virtual)
 
 
+def test_hidden_cases_sit_on_the_boundaries_the_statement_names():
+    cases = cases_for(8)
+    ties = [(s, t, v) for s, t, v in cases if s > 1 and t < 1 and (s - 1) / (v * smallest_m(s, t, v) + s - 1) == t]
+    assert len(ties) >= 3                                     # ちょうど等しい境目
+    assert any(s == 1 for s, _, _ in cases) and any(t >= 1 for _, t, _ in cases)
+    assert any(ceil_without_tolerance(*c) != smallest_m(*c) for c in cases)   # 丸めで 1 ずれる境目
+    assert any(nearest_instead_of_ceil(*c) != smallest_m(*c) for c in cases)  # 四捨五入と切り上げが違う
+
+
 def test_reference_and_the_closed_form_pass():
-    expect("6.8a-3", by_counting, Status.PASS, "8 通り")
+    expect("6.8a-3", by_counting, Status.PASS, "10 通り", "境目")
     expect("6.8a-3", by_formula, Status.PASS)
 
 
+def test_strict_inequality_at_a_tie_is_named():
+    expect("6.8a-3", strict_less, Status.FAIL, "ちょうど等しく", "<=")
+
+
+def test_ceil_without_the_tolerance_is_named():
+    expect("6.8a-3", ceil_without_tolerance, Status.FAIL, "丸め", "1e-9")
+
+
 def test_m_plus_s_is_named():
-    expect("6.8a-3", denominator_plus_s, Status.FAIL, "V·M + S", "M + S − 1")
+    expect("6.8a-3", denominator_plus_s, Status.FAIL, "V·M + S", "V·M + S − 1")
 
 
 def test_ignoring_v_is_named():
-    expect("6.8a-3", ignores_virtual, Status.FAIL, "V を使っていない")
+    expect("6.8a-3", ignores_virtual, Status.FAIL, "V を使っていません")
 
 
 def test_v_on_the_whole_denominator_is_named():
     expect("6.8a-3", virtual_everywhere, Status.FAIL, "分母全体に V")
 
 
-def test_floor_is_too_small():
-    expect("6.8a-3", floor_instead_of_ceil, Status.FAIL, "目標", "超えます", "切り上げ")
+def test_floor_and_nearest_are_named():
+    expect("6.8a-3", floor_instead_of_ceil, Status.FAIL, "切り捨て", "切り上げ")
+    expect("6.8a-3", nearest_instead_of_ceil, Status.FAIL, "四捨五入")
 
 
-def test_strict_inequality_is_not_the_smallest():
-    expect("6.8a-3", strict_less, Status.FAIL, "いちばん小さい数ではありません")
+def test_not_the_smallest_is_said_without_naming_a_cause():
+    expect("6.8a-3", one_too_many, Status.FAIL, "いちばん小さい数ではありません")
 
 
 def test_float_and_zero_are_rejected():
     expect("6.8a-3", as_float, Status.FAIL, "浮動小数", "int")
-    expect("6.8a-3", zero_for_one_stage, Status.FAIL, "1 個以上")
+    expect("6.8a-3", zero_for_one_stage, Status.FAIL, "1 以上")
     expect("6.8a-3", lambda *a: True, Status.FAIL, "真偽値")
     expect("6.8a-3", lambda *a: "8", Status.FAIL, "str")
 

@@ -1,5 +1,6 @@
 """6.8a-1 circular_tick: 正しい 1 ティックは通り、ppermute の組の誤りと値の誤りはそれぞれの言葉で落ちる。
-向きの誤りは 3 デバイス以上、戻す組の欠けは 2 デバイス以上でしか見分けられない（1 デバイスでは同じ計算）。"""
+向きの誤りは 3 デバイス以上、戻す組の欠けは 2 デバイス以上でしか見分けられない（1 デバイスでは同じ計算）。
+デバイスの数を jax.device_count() で読む誤りは、偶数のデバイス数（2 次元のメッシュが作れる）でだけ見分けられる。"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,6 +42,33 @@ def hardcoded_axis(w, state, x_fresh, t, axis_name):
     return make_tick()(w, state, x_fresh, t, "stage")
 
 
+def global_count(w, state, x_fresh, t, axis_name):  # 軸の大きさでなく全デバイスの数
+    n = jax.device_count()
+    d = lax.axis_index(axis_name)
+    v = jnp.clip((t - d) // n, 0, w.shape[0] - 1)
+    x_in = jnp.where((d == 0) & (t < n), x_fresh, state)
+    y = jnp.tanh(x_in @ w[v])
+    return lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y
+
+
+def python_and(w, state, x_fresh, t, axis_name):  # トレーサに Python の and
+    n = lax.axis_size(axis_name)
+    d = lax.axis_index(axis_name)
+    v = jnp.clip((t - d) // n, 0, w.shape[0] - 1)
+    x_in = jnp.where(d == 0 and t < n, x_fresh, state)
+    y = jnp.tanh(x_in @ w[v])
+    return lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y
+
+
+def true_division(w, state, x_fresh, t, axis_name):  # 周の番号を / で
+    n = lax.axis_size(axis_name)
+    d = lax.axis_index(axis_name)
+    v = jnp.clip((t - d) / n, 0, w.shape[0] - 1)
+    x_in = jnp.where((d == 0) & (t < n), x_fresh, state)
+    y = jnp.tanh(x_in @ w[v])
+    return lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y
+
+
 def test_reference_simulator_is_the_unsplit_model():
     rng = np.random.default_rng(0)
     n, v, mb, width = 3, 2, 2, 4
@@ -53,25 +81,28 @@ def test_reference_simulator_is_the_unsplit_model():
 
 
 def test_reference_and_other_correct_answers_pass():
-    expect("6.8a-1", make_tick(), Status.PASS, "ppermute の組")
+    expect("6.8a-1", make_tick(), Status.PASS, "最後の周の出力", *(["のメッシュ"] if N % 2 == 0 else []))
     expect("6.8a-1", with_select, Status.PASS)
 
 
 @pytest.mark.skipif(N < 3, reason="2 デバイス以下では向きが同じ組になる")
 def test_wrong_direction_is_named():
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)]), Status.FAIL, "向きが逆")
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)]), Status.FAIL, "向きが逆",
+           "デバイス 0 の送り先が 1 になるはずが")
 
 
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは戻す組しかない")
 def test_missing_wrap_around_is_named():
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
-           "最初へ戻す組がありません")
+    msg = expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
+                 "0 へ戻す組がなく", f"デバイス {N - 1} の送り先が 0 になるはずが なし")
+    assert "…" not in msg  # 省略した同じに見える列ではなく、違う位置を言う
 
 
 @pytest.mark.skipif(N < 4, reason="3 デバイス以下では 2 つ先が自分か 1 つ先か逆向きと同じ")
 def test_two_hops_and_other_perms_are_named():
     expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i + 2) % n) for i in range(n)]), Status.FAIL, "2 つ先")
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL, "組が違います")
+    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL,
+           "ppermute の組で、デバイス 0 の送り先が 1 になるはずが 0 でした")
 
 
 def test_no_ppermute_is_named():
@@ -80,7 +111,7 @@ def test_no_ppermute_is_named():
         x_in = jnp.where((d == 0) & (t < lax.axis_size(axis_name)), x_fresh, state)
         y = jnp.tanh(x_in @ w[0])
         return y, y
-    expect("6.8a-1", no_send, Status.FAIL, "ppermute が見つかりません")
+    expect("6.8a-1", no_send, Status.FAIL, "ppermute がないので")
 
 
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t と t − d が同じ")
@@ -89,7 +120,7 @@ def test_global_round_is_named():
 
 
 def test_fresh_input_every_tick_is_named():
-    expect("6.8a-1", make_tick(fresh_always=True), Status.FAIL, "いつも新しいマイクロバッチ")
+    expect("6.8a-1", make_tick(fresh_always=True), Status.FAIL, "どのティックでも x_fresh")
 
 
 def test_first_weight_every_round_is_named():
@@ -104,7 +135,18 @@ def test_swapped_return_fails():
 def test_wrong_structure_and_hardcoded_axis():
     expect("6.8a-1", lambda w, s, x, t, a: make_tick()(w, s, x, t, a)[0], Status.FAIL, "2 つ組")
     expect("6.8a-1", lambda w, s, x, t, a: (make_tick()(w, s, x, t, a)[0], x[None]), Status.FAIL, "形")
-    expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name")
+    expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name 以外の軸の名前")
+
+
+@pytest.mark.skipif(N % 2 == 1, reason="奇数のデバイス数では 2 次元のメッシュの軸が全デバイスと同じ大きさ")
+def test_global_device_count_is_named_on_a_2d_mesh():
+    expect("6.8a-1", global_count, Status.FAIL, "全デバイスの数", "lax.axis_size(axis_name)")
+
+
+def test_jax_errors_are_explained_in_japanese():
+    msg = expect("6.8a-1", python_and, Status.FAIL, "トレーサ", "(d == 0) & (t < n)")
+    assert "TracerBoolConversionError" not in msg
+    expect("6.8a-1", true_division, Status.FAIL, "//")
 
 
 def test_not_done_and_learner_error():
