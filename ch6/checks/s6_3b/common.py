@@ -52,7 +52,7 @@ def wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
 
 def need_callable(fn) -> None:
     if not callable(fn):
-        raise Fail(f"関数を渡してください（受け取ったのは {type(fn).__name__} です）。")
+        raise Fail(f"関数のはずの値が {type(fn).__name__} でした。関数そのものを渡してください。")
 
 
 def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
@@ -62,21 +62,18 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
     except LearnerError as exc:
         msg = str(exc.exc)
         if "unbound axis name" in msg or _bad_axis_assert(exc.exc):
-            raise Fail(f"JAX の中で {type(exc.exc).__name__} が起きました。集団通信に渡した軸の名前がメッシュにないとき"
-                       f"に起きるエラーです。メッシュの軸名は '{AXIS}' です。") from None
+            raise Fail(f"集団通信に渡した軸の名前がメッシュにないので、JAX が {type(exc.exc).__name__} を出しました。"
+                       f"メッシュの軸の名前は '{AXIS}' です。") from None
         if "require replication" in msg or "could not infer replication" in msg:
-            raise Fail("out_specs=P() は「全デバイスで同じ値」の約束ですが、出力がデバイスごとに違う値のままです"
-                       f"（check_vma のエラー）。{replicated_hint}"
-                       "all_gather の結果も、デバイスごとに違う値として扱われます。") from None
+            raise Fail("out_specs=P() は「全デバイスで同じ値」の約束なのに、出力がデバイスごとに違う値のままです"
+                       f"（check_vma のエラー。all_gather の結果もデバイスごとに違う値です）。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:
             raise Fail("shard_map の in_specs が、渡された配列の分割と合っていません。"
                        f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書きましょう。'}") from None
         if "shard_map in_specs" in msg and "list" in msg and "tuple" in msg:
-            raise Fail("in_specs をリスト [...] で書いていませんか？ in_specs は引数の並びと同じ形のタプル"
-                       "（P(...), P(...)）で書きます。") from None
+            raise Fail("in_specs がリスト [...] なので、shard_map が受け付けません。引数の並びと同じ形のタプル（P(...), P(...)）で書きます。") from None
         if "out_specs" in msg and "too long" in msg:
-            raise Fail("出力の次元が out_specs より少なくなっています。shard_map は次元を保つので、"
-                       "各デバイスのブロックは入力と同じ次元数のまま返します。") from None
+            raise Fail("出力の次元が out_specs より少なくなっています。shard_map は次元を保つので、ブロックは入力と同じ次元数で返します。") from None
         raise
 
 
@@ -117,11 +114,11 @@ def expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
     """行数を変えても jaxpr の式の数が変わらず、scan / while もないこと。"""
     counts = [jaxpr_size(*make_call(s)) for s in sizes]
     if counts[0] != counts[1]:
-        raise Fail(f"{what}を {sizes[0]} → {sizes[1]} にすると jaxpr の式の数が {counts[0]} → {counts[1]} と増えました。"
-                   "行を Python のループで 1 つずつ処理していませんか？ ブロック全体を一度に計算しましょう。")
+        raise Fail(f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
+                   "行を Python のループで処理しています。ブロック全体を一度に計算しましょう。")
     prims = jaxpr_primitives(*make_call(sizes[1]))
     if prims & LOOPS:
-        raise Fail(f"jaxpr に {', '.join(sorted(prims & LOOPS))} があります: 行を 1 つずつ回しています。"
+        raise Fail(f"jaxpr に {', '.join(sorted(prims & LOOPS))} があるので、行を 1 つずつ回しています。"
                    "ブロック全体を一度に計算しましょう。")
 
 

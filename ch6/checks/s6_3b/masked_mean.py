@@ -40,29 +40,27 @@ def check_masked_mean(fn):
     specs = (P(AXIS, None), P(AXIS))
     g = wrap(fn, mesh, specs, P())
     args = (put(mesh, x, specs[0]), put(mesh, mask, specs[1]))
-    got = run_learner(g, *args, replicated_hint="psum で全デバイスの和を取ると、全員が同じ値を持ちます。")
+    got = run_learner(g, *args, replicated_hint="和と個数を psum しましょう。")
 
     want = (x * mask[:, None]).sum(0) / mask.sum()
     blocks = [slice(d * rows, (d + 1) * rows) for d in range(n)]
     local = [(x[b] * mask[b, None]).sum(0) / mask[b].sum() for b in blocks]
     expect_shape(got, want.shape, "masked_mean の結果", "列ごとの平均 (k,) を返します。")
     if n > 1 and close_enough(got, np.mean(local, 0)) and not close_enough(got, want):
-        raise Fail("デバイスごとの平均をさらに平均しています（平均の平均）。有効な行の数はデバイスごとに違うので、"
-                   "局所的な「和」と「個数」をそれぞれ psum してから、最後に割りましょう。")
+        raise Fail("有効な行の数がデバイスごとに違うのに、デバイスごとの平均をさらに平均しています。和と個数をそれぞれ psum してから割りましょう。")
     if close_enough(got, x.mean(0)) and not close_enough(got, want):
-        raise Fail("mask を無視して全部の行の平均を取っています。mask が 1 の行だけを足し、個数も mask の和にします。")
+        raise Fail("mask が使われず、全部の行の平均になっています。mask が 1 の行だけを足し、個数も mask の和にします。")
     expect_close(got, want, "masked_mean の結果",
-                 hint="和 = psum(sum(x * mask[:, None], 0))、個数 = psum(sum(mask)) として 和 / 個数 です。")
+                 )
 
     prims = jaxpr_primitives(g, *args)
-    forbid(prims, GATHER, "all_gather で集めています。この問題の集団通信は psum です。局所的な和と個数（小さな値）だけを "
-                           "psum すれば、データ本体も各デバイスの値の一覧も送らずに済みます。")
+    forbid(prims, GATHER, "all_gather でデータを集めています。局所的な和と個数だけを psum すれば、データ本体は送らずに済みます。")
     if not prims & PSUM:
-        raise Fail("jaxpr に psum が見つかりません。局所的な和と個数を lax.psum(…, 'x') で全デバイス分足しましょう。")
+        raise Fail("jaxpr に psum がありません。局所的な和と個数を lax.psum(…, 'x') で足しましょう。")
 
     def make(r):
         xr, mr = _mean_data(exercise_rng(11), n, r, k)
         return g, put(mesh, xr, specs[0]), put(mesh, mr, specs[1])
 
     expect_no_row_loop(make)
-    return f"隠し入力（{n} デバイス × {rows} 行、有効な行の数はデバイスごとに違う）で一致し、psum で和と個数を集めています。"
+    return f"{n} デバイス × {rows} 行（有効な行の数はデバイスごとに違う）で一致し、和と個数を psum しています。"

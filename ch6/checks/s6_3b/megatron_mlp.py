@@ -54,52 +54,43 @@ def check_megatron_mlp(fn):
     g = jax.jit(lambda *a: fn(*a, mesh))
     args = tuple(put(mesh, a, s) for a, s in zip(data, specs))
     got = run_learner(g, *args, replicated_hint="部分積を lax.psum(…, 'x') で足し合わせてから返しましょう。",
-               spec_hint="x と b2 は複製 P()、w1 は列で P(None, 'x')、b1 は w1 の列と同じく P('x')、"
-                         "w2 は行で P('x', None) に分けて渡しています。")
+               spec_hint="x と b2 は P()、w1 は P(None, 'x')、b1 は P('x')、w2 は P('x', None) で渡しています。")
 
     pre = x @ w1 + b1
     want = _relu(pre) @ w2 + b2
     shape = tuple(getattr(got, "shape", ()) or ())
     if n > 1 and shape == (n * rows, want.shape[1]):
-        raise Fail(f"出力の形が {shape} で、各デバイスの部分積が縦に並んでいます。部分積は足し合わせるもの"
-                   "なので、psum してから out_specs=P() で返しましょう。")
+        raise Fail(f"出力の形が {shape} で、各デバイスの部分積が縦に並んでいます。部分積は psum して out_specs=P() で返します。")
     expect_shape(got, want.shape, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果")
     cols = slice(0, h_per)
     if n > 1 and (close_enough(got, _relu(pre[:, cols]) @ w2[cols] + b2) or close_enough(got, _relu(pre[:, cols]) @ w2[cols])):
-        raise Fail("デバイス 0 の部分積だけが返っています（check_vma=False で psum を省いていませんか？）。"
-                   "部分積は lax.psum で全デバイス分足します。")
+        raise Fail("デバイス 0 の部分積だけが返っているので、部分積が足し合わされていません。lax.psum で全デバイス分足しましょう。")
     if n > 1 and close_enough(got, _relu(pre) @ w2 + n * b2):
-        raise Fail(f"バイアス b2 が {n} 回足されています。各デバイスの部分積に b2 を足してから psum すると、"
-                   "デバイスの数だけ重なります。b2 は psum の後で 1 回だけ足しましょう。")
+        raise Fail(f"psum の前に b2 を足したので、b2 が {n} 回足されています。b2 は psum の後で 1 回だけ足しましょう。")
     if close_enough(got, _relu(pre) @ w2) and not close_enough(got, want):
         raise Fail("バイアス b2 が足されていません。")
     if close_enough(got, _relu(x @ w1) @ w2 + b2) and not close_enough(got, want):
-        raise Fail("バイアス b1 が足されていません。b1 は 1 層目の出力 x @ w1 の列に合わせて分かれているので、"
-                   "各デバイスで自分の列の分を ReLU の前に足します。")
+        raise Fail("バイアス b1 が足されていません。b1 は w1 の列と同じく分割されているので、各デバイスで ReLU の前に足します。")
     if close_enough(got, pre @ w2 + b2) and not close_enough(got, want):
-        raise Fail("ReLU がかかっていません。1 層目の出力（自分の列の分）に jax.nn.relu をかけてから w2 と掛けます。")
+        raise Fail("ReLU が適用されていません。1 層目の出力に jax.nn.relu を適用してから w2 との積を取ります。")
     if close_enough(got, _relu(pre @ w2 + b2)) or close_enough(got, _relu(pre @ w2) + b2):
-        raise Fail("ReLU を psum の後（2 層目の出力）にかけています。ReLU は 1 層目の出力 h にかけるもので、"
-                   "h は列で分かれているので、各デバイスで通信なしにかけられます。")
+        raise Fail("ReLU を psum の後（2 層目の出力）に適用しています。列で分割された 1 層目の出力 h に、通信なしで適用します。")
     expect_close(got, want, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果", rtol=1e-4, atol=1e-4,
-                 hint="各デバイスで h = relu(x @ w1_blk + b1_blk)、部分積 h @ w2_blk を lax.psum(…, 'x') で足し、最後に b2 を足します。")
+                 )
     sharding = getattr(got, "sharding", None)
     if sharding is not None and not sharding.is_fully_replicated:
-        raise Fail(f"結果が全デバイスに複製されていません（spec {getattr(sharding, 'spec', sharding)}）。"
-                   "out_specs=P() で返しましょう。")
+        raise Fail(f"結果の spec が {getattr(sharding, 'spec', sharding)} で、全デバイスに複製されていません。out_specs=P() で返しましょう。")
 
     prims = jaxpr_primitives(g, *args)
     if "shard_map" not in prims:
-        raise Fail("shard_map が見つかりません。この問題は jax.shard_map の中で部分積を作って psum する練習です。")
-    forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分けた w1 と行で分けた w2 なら、"
-                           "何も集めずに、最後の部分積を psum するだけで済みます。")
+        raise Fail("jaxpr に shard_map がありません。jax.shard_map の中で部分積を作って psum しましょう。")
+    forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分割した w1 と行で分割した w2 なら、部分積の psum だけで済みます。")
     if not prims & PSUM:
-        raise Fail("jaxpr に psum が見つかりません。部分積は lax.psum(…, 'x') で足し合わせます。")
+        raise Fail("jaxpr に psum がありません。部分積は lax.psum(…, 'x') で足し合わせます。")
     counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) - {"all-reduce"})
     if extra or counts.get("all-reduce", 0) > 1:
-        raise Fail(f"コンパイル結果の集団通信が {collectives_line(counts)} です。Megatron 式の MLP で必要な通信は、"
-                   "2 層目の部分積を足す all-reduce（psum）1 回だけです。")
+        raise Fail(f"コンパイル結果の集団通信が {collectives_line(counts)} です。必要なのは部分積を足す all-reduce 1 回だけです。")
 
     def make(r):
         d = _mlp_data(exercise_rng(13), n, r, h_per=h_per)

@@ -3,7 +3,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices, traced_eqns
+from ...checking import (
+    Fail,
+    LearnerError,
+    call,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    jaxpr_primitives,
+    n_devices,
+    traced_eqns,
+)
+from ...meshes import mesh_2d_shape
 from ...show import collectives_line
 from .common import (
     ALL_TO_ALL,
@@ -40,13 +52,11 @@ def check_ring_all_gather(fn):
     got = run_learner(g, xs)
 
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n, r, c):
-        raise Fail(f"各デバイスの結果の形が {(n, r, c)} です（tiled=False の形）。受け取ったブロックは "
-                   f"列方向（axis=1）につないで ({r}, {n * c}) にします。")
+        raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。ブロックは列方向（axis=1）につないで ({r}, {n * c}) にします。")
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n * r, c):
-        raise Fail(f"各デバイスの結果の形が {(n * r, c)} です。ブロックを行方向（axis=0）につないでいます。"
-                   f"この問題のブロックは列の塊なので、列方向（axis=1）につないで ({r}, {n * c}) にします。")
-    expect_shape(got, (n, r, n * c), f"全デバイスの結果を積んだもの（{n} デバイス分）",
-                 f"各デバイスは自分のブロック ({r}, {c}) から、列方向につないだ全体 ({r}, {n * c}) を返します。")
+        raise Fail(f"ブロックを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
+    expect_shape(got, (n, r, n * c), f"{n} デバイス分の結果を積んだもの",
+                 f"各デバイスは列方向につないだ全体 ({r}, {n * c}) を返します。")
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]
     for d in range(n):
@@ -55,28 +65,47 @@ def check_ring_all_gather(fn):
         pieces = [got[d][:, j * c:(j + 1) * c] for j in range(n)]
         owners = [next((k for k, b in enumerate(blocks) if close_enough(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
-            raise Fail(f"デバイス {d} の結果は、ブロックはそろっていますが並び順が違います（位置 0.. に "
-                       f"デバイス {owners} のブロック）。右隣へ送るリングなら、k 回目に受け取るブロックの持ち主は "
-                       "(自分の番号 - k) % n です。その持ち主の番号 × c の列に置きましょう。")
+            raise Fail(f"デバイス {d} の結果はブロックの並び順が違い、先頭から持ち主 {owners} の順です。"
+                       "右隣へ送るリングでは k 回目のブロックの持ち主は (番号 - k) % n なので、その位置に配置しましょう。")
         expect_close(got[d], x, f"デバイス {d} の結果",
-                     hint="all_gather(block, 'x', axis=1, tiled=True) と同じものを ppermute だけで作ります。")
+                     )
 
     prims = jaxpr_primitives(g, xs)
-    forbid(prims, GATHER, "all_gather を使っています。この問題では ppermute で隣から受け取る手順を n-1 回繰り返します。")
+    forbid(prims, GATHER, "all_gather を使っています。ppermute で隣から受け取る手順を n - 1 回繰り返しましょう。")
     used = sorted(prims & (PSUM | SCATTER | ALL_TO_ALL | MAXMIN))
     if used:
-        raise Fail(f"ppermute 以外の集団通信（{', '.join(used)}）を使っています。"
-                   "リング all-gather は隣への送受信 (ppermute) だけで作ります。")
+        raise Fail(f"ppermute 以外の集団通信（{', '.join(used)}）を使っています。リング all-gather は ppermute だけで作ります。")
     if n > 1 and not prims & PERMUTE:
-        raise Fail("jaxpr に ppermute が見つかりません。lax.ppermute(block, 'x', perm) で隣のデバイスへ送ります。")
+        raise Fail("jaxpr に ppermute がありません。lax.ppermute(block, 'x', perm) で隣のデバイスへ送ります。")
     sends = [e.primitive.name for e in traced_eqns(g, xs)]
     rounds = sum(name in PERMUTE for name in sends)
     if n > 1 and not set(sends) & LOOPS and rounds > n - 1:
-        raise Fail(f"ppermute を {rounds} 回使っています。{n} デバイスのリングでは、隣から受け取る手順を {n - 1} 回"
-                   "（n - 1 回）繰り返せば全ブロックがそろいます。それより後の送受信は、持っているブロックがまた届くだけの"
-                   "余分な通信です（range(1, n) で回しましょう）。")
+        raise Fail(f"{n} デバイスのリングは {n - 1} 回の送受信でそろうのに、ppermute を {rounds} 回使っています。"
+                   "余分な回はすでにあるブロックを送るだけなので、range(1, n) で回しましょう。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
         raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立てましょう。")
+    _expect_axis_size(fn, n, r, c, rng)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけです" if n > 1 else "ppermute だけで組み立てています"
-    return f"隠し入力（ブロック ({r}, {c}) × {n} デバイス）で全デバイスが全体を持ち、{detail}。"
+    return f"ブロック ({r}, {c}) × {n} デバイスと 2 次元メッシュで全体がそろい、{detail}。"
+
+
+def _expect_axis_size(fn, n, r, c, rng) -> None:
+    """x 軸がデバイスの数より小さい 2 次元メッシュ（x × y）でも全体がそろうこと: リングの大きさは
+    jax.device_count() ではなく lax.axis_size('x')。2 次元にできないデバイスの数（1、素数）では確かめない。"""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    a, b = mesh_2d_shape(n)
+    if a < 2 or b < 2:
+        return
+    mesh = jax.make_mesh((a, b), (AXIS, "y"))
+    x = f32(rng.normal(size=(r, a * c)))
+    try:
+        got = np.asarray(call(wrap(fn, mesh, P(None, AXIS), None, stack=True), put(mesh, x, P(None, AXIS))))
+        right = got.shape == (a, r, a * c) and all(close_enough(got[d], x) for d in range(a))
+    except (LearnerError, TypeError, ValueError):
+        right = False
+    if not right:
+        raise Fail(f"x 軸 {a}・y 軸 {b} のメッシュでは全体がそろわないので、リングの大きさにデバイスの数 {n} が"
+                   "使われているようです。lax.axis_size('x') を使いましょう。")

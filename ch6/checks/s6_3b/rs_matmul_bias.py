@@ -41,27 +41,23 @@ def check_rs_matmul_bias(fn):
     want = x @ w + b
     shape = tuple(getattr(got, "shape", ()) or ())
     if n > 1 and shape == (rows // n, n * want.shape[1]):
-        raise Fail(f"出力の形が {shape} です。行（0 軸）で分けていませんか？ 出力は特徴（1 軸）で分けるので "
-                   "psum_scatter(…, scatter_dimension=1, tiled=True) です。")
+        raise Fail(f"出力の形が {shape} で、行（0 軸）で分割されています。特徴（1 軸）で分割するので scatter_dimension=1 です。")
     expect_shape(got, want.shape, "rs_matmul_bias の結果（全体）",
                  f"各デバイスは ({rows}, {f_per}) の列ブロックを返します。")
     if n > 1 and close_enough(got, x @ w + n * b):
-        raise Fail(f"バイアスが {n} 回足されています。足し合わせる前の部分積に b を足すと、reduce-scatter で "
-                   "デバイスの数だけ重なります。b は通信の後で、自分の列の分だけ足しましょう。")
+        raise Fail(f"通信の前の部分積に b を足したので、バイアスが {n} 回足されています。b は通信の後で足しましょう。")
     if n > 1 and close_enough(got, x @ w + np.tile(b[:f_per], n)):
-        raise Fail("どのデバイスも b の先頭の部分を足しています。自分の列に当たる部分を "
-                   "lax.axis_index('x') から計算して切り出しましょう（lax.dynamic_slice_in_dim）。")
+        raise Fail("どのデバイスも b の先頭の部分を足しています。そのデバイスの列の部分を lax.axis_index('x') から切り出しましょう。")
     if close_enough(got, x @ w) and not close_enough(got, want):
         raise Fail("バイアス b が足されていません。")
     expect_close(got, want, "rs_matmul_bias の結果", rtol=1e-4, atol=1e-4,
-                 hint="部分積 x_blk @ w_blk を psum_scatter(…, scatter_dimension=1, tiled=True) し、自分の列の b を足します。")
+                 )
 
     prims = jaxpr_primitives(g, *args)
-    forbid(prims, GATHER, "all_gather を使っています。この問題は何も集めずに、部分積を reduce-scatter するだけで作れます。")
-    forbid(prims, PSUM, "psum（all-reduce）で全体を足してから切り出しています。値は合いますが、通信量は "
-                         "reduce-scatter の倍ほどになります。lax.psum_scatter を使いましょう。")
+    forbid(prims, GATHER, "all_gather を使っています。何も集めずに、部分積の reduce-scatter だけで作れます。")
+    forbid(prims, PSUM, "psum で全体を足してから切り出したので、通信量が reduce-scatter の倍ほどです。lax.psum_scatter を使いましょう。")
     if not prims & SCATTER:
-        raise Fail("jaxpr に reduce_scatter が見つかりません。部分積は lax.psum_scatter(…, 'x', tiled=True) で足して配ります。")
+        raise Fail("jaxpr に reduce_scatter がありません。部分積は lax.psum_scatter(…, 'x', tiled=True) で足して配ります。")
     counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) & {"all-gather", "all-reduce", "all-to-all"})
     if extra:

@@ -64,7 +64,7 @@ def test_masked_mean_right():
 
 @multi
 def test_masked_mean_of_means():
-    assert_fail(run("6.3b-1", masked_mean_of_means), "平均の平均", "psum")
+    assert_fail(run("6.3b-1", masked_mean_of_means), "さらに平均", "psum")
 
 
 def test_masked_mean_wrong():

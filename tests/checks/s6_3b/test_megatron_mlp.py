@@ -102,7 +102,7 @@ def test_megatron_wrong():
 @multi
 def test_megatron_wrong_multi():
     assert_fail(run("6.3b-3", mlp_concat), "部分積", "psum")
-    assert_fail(run("6.3b-3", mlp_no_check), "デバイス 0", "check_vma")
+    assert_fail(run("6.3b-3", mlp_no_check), "デバイス 0", "足し合わされていません")
     assert_fail(run("6.3b-3", mlp_b2_before), f"{N} 回", "b2")
     assert_fail(run("6.3b-3", mlp_b1_replicated_spec), "in_specs", "P('x')")
 

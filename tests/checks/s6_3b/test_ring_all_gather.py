@@ -118,3 +118,26 @@ def ring_rows(block):
 @multi
 def test_ring_joined_along_rows_is_named():
     assert_fail(run("6.3b-2", ring_rows), "axis=0", "axis=1")
+
+
+def _ring_global_count(block):
+    # lax.axis_size("x") の代わりに全デバイスの数を使う: 1 次元のメッシュでは区別できない（issue 28 item 6）
+    import jax
+
+    n = jax.device_count()
+    me = lax.axis_index("x")
+    right = [(i, (i + 1) % n) for i in range(n)]
+    c = block.shape[1]
+    out = jnp.zeros((block.shape[0], n * c), block.dtype)
+    out = lax.dynamic_update_slice_in_dim(out, block, me * c, axis=1)
+    cur = block
+    for k in range(1, n):
+        cur = lax.ppermute(cur, "x", right)
+        out = lax.dynamic_update_slice_in_dim(out, cur, ((me - k) % n) * c, axis=1)
+    return out
+
+
+def test_ring_with_the_global_device_count_fails_on_a_2d_mesh():
+    if N % 2 or N < 4:  # x 軸がデバイスの数より小さい 2 次元メッシュ（x × y、どちらも 2 以上）が作れるときだけ
+        return
+    assert_fail(run("6.3b-2", _ring_global_count), "lax.axis_size('x')", "y 軸")
