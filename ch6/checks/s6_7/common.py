@@ -1,7 +1,7 @@
 """6.7 の演習チェックで共有する道具: 隠し乱数、隠しのチップの行、返り値の確かめ、小さなモデル。"""
 from __future__ import annotations
 
-from typing import NamedTuple
+import contextlib
 
 import numpy as np
 
@@ -12,19 +12,25 @@ def rng(tag: int) -> np.random.Generator:
     return hidden_rng(67_000 + tag)
 
 
-class HiddenChip(NamedTuple):
-    """ch6.hardware.Chip と同じ名前の属性を持つ、実在しない数字のチップの行。"""
+def hidden_chip(r: np.random.Generator, kind: str, name: str, *, torus_axes: int = 3):
+    """実在しない数字のチップの行（ch6.hardware.Chip そのもの: 導いた量 axis_bw・all_axes_bw・link_oneway も同じ式）。
 
-    name: str
-    flops: float
-    hbm_bw: float
-    link_bw: float
-    hbm_bytes: float
+    値はおよそ 1 桁の範囲で揺らすので、公表値の表を書き込んだ答えは通りません。"""
+    from ...hardware import Chip
+
+    base = dict(name=name, kind=kind, flops=float(r.uniform(2e14, 2e15)), hbm_bw=float(r.uniform(8e11, 8e12)),
+                hbm_bytes=float(r.uniform(16e9, 192e9)), source="隠しの行", url="", link_source="隠しの行", link_url="")
+    if kind == "TPU":
+        return Chip(**base, ici_link_oneway=float(r.uniform(3e10, 2e11)), torus_axes=torus_axes,
+                    dcn_bw_per_host=float(r.uniform(1e10, 5e10)), chips_per_host=4)
+    return Chip(**base, nvlink_oneway=float(r.uniform(2e11, 1e12)), nvlink_domain=8, ib_bw=float(r.uniform(2e10, 1e11)))
 
 
-def hidden_chip(r: np.random.Generator, name: str = "隠しチップ") -> HiddenChip:
-    return HiddenChip(name, float(r.uniform(1e14, 2e15)), float(r.uniform(5e11, 8e12)),
-                      float(r.uniform(5e10, 2e12)), float(r.uniform(8e9, 2e11)))
+def with_values(hw, **values):
+    """チップの行の一部の値だけを変えた行（導いた量もその値から）。"""
+    import dataclasses
+
+    return dataclasses.replace(hw, **values)
 
 
 def number(x, what: str) -> float:
@@ -62,10 +68,24 @@ def close(a: float, b: float, rtol: float = 1e-6) -> bool:
     return is_close(a, b, rtol=rtol, atol=1e-30)
 
 
-def tree_bytes(tree) -> int:
-    import jax
+@contextlib.contextmanager
+def compile_events():
+    """``with compile_events() as seen:`` の間に JAX がトレースした回数 seen["trace"] と XLA がコンパイルした回数
+    seen["compile"]（トレースはキャッシュに当たってもコンパイルし直すことがあるので、両方を数える）。"""
+    import jax.monitoring
 
-    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree.leaves(tree))
+    seen = {"trace": 0, "compile": 0}
+    kinds = {"/jax/core/compile/jaxpr_trace_duration": "trace", "/jax/core/compile/backend_compile_duration": "compile"}
+
+    def listener(event, duration, **kwargs):
+        if event in kinds:
+            seen[kinds[event]] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 # ---------------------------------------------------------------- 問題 2・3 の小さなモデル

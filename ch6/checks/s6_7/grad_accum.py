@@ -34,35 +34,38 @@ def check_accumulated_value_and_grad(fn):
     r = rng(2)
     params, batch, loss_fn = tanh_model(r, _B, 5, 7)
     want_loss, want_grads = jax.value_and_grad(loss_fn)(params, batch)
-    for k in (3, 4):
+    for k in (1, 3, 4, _B):  # k = 1（マイクロバッチ 1 つ）と k = B（1 件ずつ）の端も
         out = call(fn, loss_fn, params, batch, k)
         loss, grads = pair(out, "accumulated_value_and_grad", "（loss, grads）")
         if not is_close(loss, want_loss, rtol=1e-4, atol=1e-6):
-            if is_close(loss, k * np.asarray(want_loss), rtol=1e-4, atol=1e-6) and k > 1:
-                raise Fail(f"k={k} で損失が {k} 倍です。マイクロバッチの損失の和を k で割って平均にしましょう。")
-            raise Fail(f"k={k} の損失が違います: 期待 {float(want_loss):.5g}、実際 {show(loss)}。"
+            if k > 1 and is_close(loss, k * np.asarray(want_loss), rtol=1e-4, atol=1e-6):
+                raise Fail(f"損失を k で割っていないので、k={k} で損失が {k} 倍になりました。損失の和を k で割って平均にします。")
+            raise Fail(f"k={k} の損失は {float(want_loss):.5g} のはずが {show(loss)} でした。"
                        "返すのはバッチ全体の平均の損失（マイクロバッチの損失の平均）です。")
         if _grads_match(grads, want_grads):
             continue
         if k > 1 and _grads_match(grads, want_grads, scale=k):
-            raise Fail(f"k={k} で勾配が {k} 倍です。マイクロバッチの勾配の和を k で割りましょう。")
+            raise Fail(f"勾配を k で割っていないので、k={k} で勾配が {k} 倍になりました。勾配の和を k で割ります。")
         try:
             same_tree = jax.tree.structure(grads) == jax.tree.structure(want_grads)
         except Exception:
             same_tree = False
         if not same_tree:
-            raise Fail(f"勾配は params と同じ形の pytree のはずですが、{type(grads).__name__} が返りました。"
-                       "jax.value_and_grad(loss_fn) の勾配を jax.tree.map で足し合わせましょう。")
-        raise Fail(f"k={k} の勾配が、バッチ全体の勾配と一致しません。"
-                   "どのマイクロバッチの勾配も足してから k で割ります（最後の 1 つだけにしていませんか）。")
+            raise Fail(f"勾配は params と同じ形の pytree のはずが、{type(grads).__name__} でした。"
+                       "value_and_grad の勾配を jax.tree.map で足し合わせます。")
+        size = _B // k
+        last = jax.tree.map(lambda a, size=size: a[-size:], batch)  # 前から順に切ったときの最後のマイクロバッチ
+        if k > 1 and _grads_match(grads, jax.grad(loss_fn)(params, last)):
+            raise Fail(f"k={k} の勾配が最後のマイクロバッチの勾配だけでした。scan のキャリーで k 個の勾配を足してから k で割ります。")
+        raise Fail(f"k={k} の勾配がバッチ全体の勾配と一致しませんでした。どのマイクロバッチの勾配も足してから k で割ります。")
     lengths, size4 = _scan_lengths(fn, loss_fn, params, batch, 4)
     if not lengths:
-        raise Fail("jaxpr に scan がありません。マイクロバッチは lax.scan で回しましょう（Python のループは k 個分の計算を並べます）。")
+        raise Fail("jaxpr に scan がないので、マイクロバッチを Python で回しています。lax.scan の中に 1 回分を書きます。")
     if 4 not in lengths:
-        raise Fail(f"k=4 なのに scan の長さが {sorted(set(lengths))} です。scan はマイクロバッチ（k 個）を回します"
-                   "（1 サンプルずつ回すと、マイクロバッチの意味がなくなります）。")
+        raise Fail(f"scan が 1 件ずつ回っているので、k=4 の scan の長さが {sorted(set(lengths))} でした。"
+                   "scan はマイクロバッチ k 個を回します。")
     _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
     if size4 != size2:
-        raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} → {size4} と変わりました。"
-                   "Python のループでマイクロバッチを並べていませんか？ lax.scan の中で 1 回分を書きましょう。")
-    return f"隠しのバッチ {_B} 件（辞書）と入れ子の params で、k=3, 4 の損失と勾配がバッチ全体と一致し、scan の長さは k です。"
+        raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} から {size4} に変わったので、Python のループがマイクロバッチを"
+                   "並べています。lax.scan の中に 1 回分を書きます。")
+    return f"隠しのバッチ {_B} 件（辞書）と入れ子の params で、k=1, 3, 4, {_B} の損失と勾配がバッチ全体と一致し、scan の長さは k です。"

@@ -1,93 +1,168 @@
-"""6.7-5 choose_layout: 収まって最も速い方式（DP・FSDP・TP、なければ None）を、式と規則のとおりに選ぶ。"""
+"""6.7-5 choose_layout: 隠しのチップの行とモデルで、収まって最も速い方式（DP・FSDP・TP、なければ None）を選ぶ。
+
+メモリは ch6.cost.zero_memory_bytes、集団通信の秒は ch6.cost の all_gather_time・reduce_scatter_time・all_reduce_time、
+重なりは ch6.cost.step_time で求めます（式を書き直しません）。重なりの約束は教材と同じ 1 つの話です:
+DP の勾配の all-reduce は逆伝播の裏に、FSDP（ZeRO-3）の順伝播の all-gather は順伝播の裏に、逆伝播の all-gather と
+reduce-scatter は逆伝播の裏に隠れる（だから FSDP の計算律速のしきい値は DP と同じ）。TP の活性値の all-reduce は
+次の層がすぐに使うので隠れず、足し算です。
+"""
 from __future__ import annotations
 
 from ...checking import Fail, call, exercise
-from .common import HiddenChip, rng
+from ...cost import BF16, all_gather_time, all_reduce_time, reduce_scatter_time, step_time, zero_memory_bytes
+from .common import hidden_chip, rng, with_values
 
 LAYOUTS = ("DP", "FSDP", "TP")
+TOL = 1e-9  # メモリも秒も、相対 1e-9 以内は等しい（問題文の約束）
 
 
-def estimates(model: dict, hw, n: int, *, fsdp_factor: float = 3.0, tp_batch_split: bool = False) -> dict:
-    """方式 -> (メモリ, 計算の秒 + 通信の秒)。キーワードは、よくある誤りの答えを作るため。"""
-    p, w, lyr, b, a = model["params"], model["width"], model["layers"], model["batch"], model["act"]
-    s = (n - 1) / n
-    compute = 6 * b * p / n / hw.flops
-    act = a * w * lyr
+def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: bool = False, dp_f32: bool = False,
+              tp_layers: int = 1, bw: str = "axis_bw", serial: bool = False) -> dict:
+    """方式 -> (1 デバイスのメモリ, 1 ステップの秒)。キーワードは、名指しする誤りの答えを作るため。"""
+    p, d, layers, tokens, act = model["params"], model["width"], model["layers"], model["tokens"], model["act"]
+    w = getattr(hw, bw)
+    fwd, bwd = 2 * tokens * p / n / hw.flops, 4 * tokens * p / n / hw.flops
+    weights = BF16 * p
+
+    def comm(t):  # 1 つの集団通信の秒。誤りの s = 1 は、n = 2 の秒の 2 倍（(2 − 1)/2 · 2 = 1）で作る
+        return t(2) * 2 if s_one else t(n)
+
+    ar = comm(lambda k: all_reduce_time(weights, k, w))
+    ag = comm(lambda k: all_gather_time(weights, k, w))
+    rs = comm(lambda k: reduce_scatter_time(weights, k, w))
+    tp = comm(lambda k: all_reduce_time(BF16 * tokens * d, k, w)) * 2 * (layers - tp_layers)
+    if dp_f32:
+        ar *= 2
+
+    def overlapped(t_math, t_comm):
+        st = step_time(t_math, t_comm)
+        return st.serial if serial else st.overlapped
+
+    act_dp = act * tokens / n * d * layers
+    if fsdp_like_dp:
+        fsdp_time = fwd + overlapped(bwd, ar)
+    else:
+        fsdp_time = overlapped(fwd, ag) + overlapped(bwd, ag + rs)
     return {
-        "DP": (16 * p + act * b / n, compute + 2 * 2 * s * p / hw.link_bw),
-        "FSDP": (16 * p / n + act * b / n, compute + 2 * fsdp_factor * s * p / hw.link_bw),
-        "TP": (16 * p / n + act * (b / n if tp_batch_split else b), compute + 2 * 2 * s * b * w * (lyr - 1) / hw.link_bw),
+        "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + overlapped(bwd, ar)),
+        "FSDP": (zero_memory_bytes(p, n, 3) + act_dp, fsdp_time),
+        # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、残差の流れの活性値はバッチ全体
+        "TP": (zero_memory_bytes(p, n, 3) + act * tokens * d * layers, step_time(fwd + bwd, tp).serial),
     }
 
 
-def pick(table: dict, capacity: float, *, use_memory: bool = True, by_memory: bool = False):
-    fits = [((m, t) if by_memory else (t, m), name) for name, (m, t) in table.items() if not use_memory or m <= capacity]
-    return min(fits)[1] if fits else None
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= TOL * max(abs(a), abs(b))
+
+
+def pick(table: dict, capacity: float, *, strict: bool = False, more_memory: bool = False, reverse: bool = False,
+         use_memory: bool = True):
+    """収まる方式（メモリ ≤ 容量、許容 TOL）のうち最も速いもの。同じ秒ならメモリの少ないもの、それも同じなら
+    DP・FSDP・TP の順で先のもの。キーワードは名指しする誤りの答えを作るため。"""
+    order = LAYOUTS[::-1] if reverse else LAYOUTS
+    fits = [k for k in order if not use_memory
+            or (table[k][0] < capacity if strict else table[k][0] <= capacity * (1 + TOL))]
+    best = None
+    for k in fits:
+        if best is None:
+            best = k
+            continue
+        (m, t), (bm, bt) = table[k], table[best]
+        if _same(t, bt):
+            if not _same(m, bm) and ((m > bm) if more_memory else (m < bm)):
+                best = k
+        elif t < bt:
+            best = k
+    return best
 
 
 def reference_layout(model: dict, hw, n: int):
     return pick(estimates(model, hw, n), hw.hbm_bytes)
 
 
-def _cases(r):
-    """(説明, model, hw, n): 答えが DP・FSDP・TP・None のそれぞれになる隠しの場面（数字は少しずつ揺らす）。"""
-    j = lambda v: float(v * r.uniform(0.9, 1.1))  # noqa: E731
-    fast = HiddenChip("隠しチップ（容量大）", j(1e15), j(4e12), j(8e11), 80e9)
-    small = HiddenChip("隠しチップ（容量小）", j(3e14), j(1e12), j(2e11), 24e9)
-    return [
-        ("21 億の重み・容量大", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 65536, "act": 4.0}, fast, 8),
-        ("21 億の重み・容量小", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 65536, "act": 4.0}, small, 16),
-        ("幅の広いモデル・小さいバッチ", {"params": j(1.07e10), "width": 16384, "layers": 40, "batch": 2048, "act": 4.0}, fast, 8),
-        ("TP だけ活性化が入らない", {"params": j(1.07e10), "width": 16384, "layers": 40, "batch": 12288, "act": 20.0}, fast, 8),
-        ("FSDP と TP が両方収まる", {"params": j(2.1e9), "width": 8192, "layers": 32, "batch": 16384, "act": 4.0}, small, 16),
-        ("大きすぎるモデル", {"params": j(4e11), "width": 32768, "layers": 96, "batch": 65536, "act": 4.0}, small, 16),
-    ]
+def _model(params, width, layers, tokens, act=2.0) -> dict:
+    return {"params": params, "width": width, "layers": layers, "tokens": tokens, "act": act}
 
 
-# よくある誤り: (その誤りで選んだ答え, メッセージ)。学習者の答えの並びが丸ごと一致したら、その誤りを名指しする
-_MISTAKES = (
-    (dict(fsdp_factor=2.0), {}, "FSDP の通信を DP と同じにしています。FSDP は all-gather 2 回と reduce-scatter 1 回で 2·3·s·P / W です"
-                                "（DP の 1.5 倍）。"),
-    (dict(tp_batch_split=True), {}, "TP の活性化をバッチの 1/n にしています。TP はバッチを分けないので、活性化はバッチ全体（a·B·w·L）です。"),
-    ({}, dict(use_memory=False), "メモリを見ずに、いちばん速い方式を選んでいます。まず hbm_bytes 以下の方式に絞り、どれも収まらなければ None です。"),
-    ({}, dict(by_memory=True), "メモリのいちばん少ない方式を選んでいます。収まる方式のうち、計算の秒 + 通信の秒がいちばん小さいものを選びます。"),
+def cases(r):
+    """(説明, model, hw, n): 隠しのチップの行は、帯域と容量は揺らし、b* = flops / axis_bw だけを決めた値にします
+    （TPU 3000、GPU 2000）。全体のトークンは 1 チップあたり b* の何倍かで決めるので、どの行でも秒の比は同じです。
+    容量も方式のメモリから決め、ちょうど収まる場面を含みます。"""
+    tpu = hidden_chip(r, "TPU", "隠しの TPU", torus_axes=3)
+    gpu = hidden_chip(r, "GPU", "隠しの GPU")
+    bt, bg = 3000, 2000
+    tpu, gpu = with_values(tpu, flops=bt * tpu.axis_bw), with_values(gpu, flops=bg * gpu.axis_bw)
+    out = []
+
+    def add(label, hw, n, model, capacity):
+        out.append((label, model, with_values(hw, hbm_bytes=float(capacity)), n))
+
+    add("8 チップ・1 チップに b* の 2 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 2 * bt), 80e9)
+    add("8 チップ・1 チップに b* の 0.4 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 0.4 * bt), 80e9)
+    add("n = 1", tpu, 1, _model(1e9, 4096, 24, 2 * bt), 80e9)
+    m = _model(4e9, 4096, 32, 16 * 2 * bt, 8.0)
+    add("16 チップ・FSDP のメモリが容量ちょうど", tpu, 16, m, estimates(m, tpu, 16)["FSDP"][0])
+    add("8 チップ・2 層の広いモデル", tpu, 8, _model(1e9, 12288, 2, 8 * 0.5 * bt), 400e9)
+    add("大きすぎるモデル", tpu, 16, _model(4e11, 16384, 96, 16 * 4 * bt, 4.0), 32e9)
+    add("2 チップ・1 チップに b* の 0.75 倍", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
+    add("隠しの GPU・8 枚・1 枚に b* の 0.8 倍", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
+    add("8 チップ・1 チップに b* の 1.5 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
+    add("8 チップ・4 層のモデル", tpu, 8, _model(1e9, 7424, 4, 8 * 0.5 * bt), 400e9)
+    add("8 チップ・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 2 * bt), 10e9)
+    return out
+
+
+# 名指しする誤り: (estimates のキーワード, pick のキーワード, メッセージ)。答えの並びが丸ごと一致したら名指しする
+MISTAKES = (
+    ({}, dict(strict=True), "メモリが容量ちょうどの方式を収まらないとしています（< で比べている）。容量以下（<=）なら収まります。"),
+    ({}, dict(more_memory=True), "同じ秒の方式の中で、メモリの多いほうを選んでいます。同じ秒ならメモリの少ない方式を選びます。"),
+    ({}, dict(reverse=True), "秒もメモリも同じとき、TP・FSDP・DP の順で選んでいます。同じなら DP・FSDP・TP の順で先の方式です。"),
+    ({}, dict(use_memory=False), "メモリを見ずに、いちばん速い方式を選んでいます。まず容量以下の方式に絞り、なければ None です。"),
+    (dict(fsdp_like_dp=True), {}, "FSDP の通信を DP と同じにしています。FSDP は順伝播でも重みを all-gather し、順伝播の計算より長ければ差が残ります。"),
+    (dict(dp_f32=True), {}, "DP の勾配を 4 バイトで数えたので、all-reduce が 2 倍です。勾配は bf16 の 2 バイト（2P バイト）で送ります。"),
+    (dict(s_one=True), {}, "集団通信の (n − 1)/n を 1 にしています。n = 2 では送る量が半分で、n = 1 なら通信はありません。"),
+    (dict(tp_layers=0), {}, "TP の all-reduce を L 層で数えています。層の間は L − 1 か所なので、2·(L − 1) 回です。"),
+    (dict(bw="hbm_bw"), {}, "通信の秒を HBM の帯域 hbm_bw で割っています。集団通信はチップ間の axis_bw で割ります。"),
+    (dict(bw="link_oneway"), {}, "TPU の通信をリンクの片方向 link_oneway で割っています。軸のリングは両方向の axis_bw で割ります。"),
+    (dict(bw="all_axes_bw"), {}, "通信をすべての軸の帯域 all_axes_bw で割っています。1 つのメッシュ軸のリングは axis_bw です。"),
+    (dict(serial=True), {}, "DP と FSDP の通信を計算に足しています。勾配の通信は逆伝播の裏、重みの all-gather は順伝播の裏に隠れます（max）。"),
 )
+
+
+def _name(got, label: str):
+    if got is None:
+        return None
+    if isinstance(got, str) and got.lower() == "none":
+        raise Fail(f"{label}: 文字列の {got!r} が返りました。どれも収まらないときは、文字列ではなく None を返します。")
+    if not isinstance(got, str) or got not in LAYOUTS:
+        shown = repr(got) if isinstance(got, str) else type(got).__name__
+        raise Fail(f"{label}: 方式の名前のはずが {shown} でした。'DP'・'FSDP'・'TP' か None を返します。")
+    return got
 
 
 @exercise("6.7-5", "choose_layout")
 def check_choose_layout(fn):
-    r = rng(5)
-    cases = _cases(r)
-    gots, wants = [], []
-    for label, model, hw, n in cases:
-        got = call(fn, dict(model), hw, n)
-        if got is not None and not isinstance(got, str):
-            raise Fail(f"{label}: 方式の名前（'DP'・'FSDP'・'TP'）か None を返してください。実際は {type(got).__name__} です。")
-        if isinstance(got, str) and got.lower() == "none":
-            raise Fail(f"{label}: 文字列の {got!r} が返りました。どれも収まらないときは、文字列ではなく None を返します。")
-        if got is not None and got not in LAYOUTS:
-            raise Fail(f"{label}: {got!r} は方式の名前ではありません。'DP'・'FSDP'・'TP' か None を返します。")
-        gots.append(got)
-        wants.append(reference_layout(model, hw, n))
-    assert set(wants) == {"DP", "FSDP", "TP", None}, wants  # 隠しの場面がすべての答えを含む
-    if gots == wants:
-        return "隠しのモデルとチップの行 6 つで、選んだ方式が一致しました（答えが DP・FSDP・TP・None の場面をすべて含みます）。"
-    for est_kw, pick_kw, message in _MISTAKES:
-        wrong = [pick(estimates(m, hw, n, **est_kw), hw.hbm_bytes, **pick_kw) for _, m, hw, n in cases]
-        if gots == wrong:
+    todo = cases(rng(5))
+    got = [_name(call(fn, dict(model), hw, n), label) for label, model, hw, n in todo]
+    want = [reference_layout(model, hw, n) for _, model, hw, n in todo]
+    if got == want:
+        return f"隠しのモデルとチップの行で {len(todo)} の場面の方式が一致しました（DP・FSDP・TP・None、n = 1 と容量ちょうどを含みます）。"
+    for est_kw, pick_kw, message in MISTAKES:
+        if got == [pick(estimates(m, hw, n, **est_kw), hw.hbm_bytes, **pick_kw) for _, m, hw, n in todo]:
             raise Fail(message)
-    k = next(i for i, (g, w) in enumerate(zip(gots, wants)) if g != w)
-    label, model, hw, n = cases[k]
-    table, got, want = estimates(model, hw, n), gots[k], wants[k]
-    if want is None:
-        mem = min(m for m, _ in table.values())
-        raise Fail(f"{label}: どの方式も収まらない（いちばん小さくても {mem / 1e9:.1f} GB、容量 {hw.hbm_bytes / 1e9:.0f} GB）のに、"
-                   f"{got!r} が返りました。収まらなければ None です。")
-    if got is None:
-        raise Fail(f"{label}: {want} が収まる（{table[want][0] / 1e9:.1f} GB、容量 {hw.hbm_bytes / 1e9:.0f} GB）のに None が返りました。")
-    mem_got, t_got = table[got]
-    if mem_got > hw.hbm_bytes:
-        raise Fail(f"{label}: {got} は 1 デバイスに {mem_got / 1e9:.1f} GB 要り、容量 {hw.hbm_bytes / 1e9:.0f} GB に収まりません"
-                   f"（期待 {want}）。まず hbm_bytes 以下の方式に絞ります。")
-    raise Fail(f"{label}: {got} の見積もりは {t_got * 1e3:.3g} ms で、{want} の {table[want][1] * 1e3:.3g} ms より遅いです。"
-               "収まる方式のうち、計算の秒 + 通信の秒がいちばん小さいものを選びます。")
+    k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    label, model, hw, n = todo[k]
+    table, g, w = estimates(model, hw, n), got[k], want[k]
+    cap = hw.hbm_bytes / 1e9
+    if w is None:
+        low = min(m for m, _ in table.values()) / 1e9
+        raise Fail(f"{label}: いちばん小さい方式でも {low:.1f} GB で容量 {cap:.1f} GB に収まらないので、None のはずが {g} でした。")
+    if g is None:
+        raise Fail(f"{label}: {w} は {table[w][0] / 1e9:.1f} GB で容量 {cap:.1f} GB に収まるので、None ではなく {w} のはずでした。")
+    if table[g][0] > hw.hbm_bytes * (1 + TOL):
+        raise Fail(f"{label}: {g} は {table[g][0] / 1e9:.1f} GB で容量 {cap:.1f} GB を超えるので、{w} のはずでした。")
+    if _same(table[g][1], table[w][1]):
+        raise Fail(f"{label}: {g} と {w} は同じ {table[w][1] * 1e3:.3g} ms で、メモリは {w} のほうが少ない"
+                   f"（{table[w][0] / 1e9:.1f} GB）ので、{w} のはずが {g} でした。")
+    raise Fail(f"{label}: 見積もりは {g} が {table[g][1] * 1e3:.3g} ms、{w} が {table[w][1] * 1e3:.3g} ms なので、"
+               f"{w} のはずが {g} でした。")

@@ -68,29 +68,34 @@ def check_fewest_microbatches(fn):
     if got != want:
         # 誤りの並びが丸ごと一致したら、その誤りを名指しする
         if got == [_first_fit(b, strict=True) for b in budgets]:
-            raise Fail(f"予算 {budgets[1]:,} バイトちょうどの k=3 を飛ばしました。予算ちょうどは収まる（<=）とします。")
+            raise Fail(f"予算ちょうどを収まらないとしたので（< で比べている）、予算 {budgets[1]:,} バイトちょうどの k=3 を"
+                       "飛ばしました。<= で比べます。")
+        if got == [_first_fit(b, _DIVISORS[:-1]) for b in budgets]:
+            raise Fail(f"k={_B}（バッチの大きさそのもの）を試していないので、k={_B} だけが収まる予算で None が返りました。"
+                       f"約数は {_B} まで試します（range の終わりは B + 1）。")
+        if got == [_first_fit(b, _DIVISORS[1:]) for b in budgets]:
+            raise Fail("k=1（マイクロバッチに分けない）を試していないので、どれでも収まる予算で k=1 になりませんでした。1 から試します。")
         if got == [_first_fit(b, pow2) for b in budgets]:
-            raise Fail(f"k=3（一時領域 {_temp(3):,} バイト）が収まるのに k={got[0]} が返りました。"
-                       "2 のべき乗だけでなく、バッチの大きさのすべての約数を小さい順に試しましょう。")
+            raise Fail(f"2 のべき乗だけを試したので、k=3（一時領域 {_temp(3):,} バイト）が収まる予算で k={got[0]} が返りました。"
+                       "すべての約数を小さい順に試します。")
         if got == [_first_fit(b, size=_with_args) for b in budgets]:
-            raise Fail(f"予算 {budgets[0]:,} バイトで k={got[0]} が返りました（期待 k=3、一時領域 {_temp(3):,} バイト）。"
-                       "予算と比べるのは一時領域 memory_analysis().temp_size_in_bytes だけで、引数や出力は足しません。")
+            raise Fail(f"一時領域に引数を足して予算と比べたので、予算 {budgets[0]:,} バイトで k=3 のはずが k={got[0]} でした。"
+                       "比べるのは temp_size_in_bytes だけです。")
         i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
         budget, g, w = budgets[i], got[i], want[i]
         if w is None:
-            raise Fail(f"予算 {budget:,} バイトにはどの k も収まらない（k={_B} でも {smallest:,} バイト）のに、"
-                       f"k={g!r} が返りました。収まらなければ (None, None) を返します。")
+            raise Fail(f"k={_B} でも一時領域が {smallest:,} バイトあり予算 {budget:,} バイトに収まらないので、"
+                       f"(None, None) のはずが k={g!r} でした。")
         if g is None:
-            raise Fail(f"予算 {budget:,} バイトに k={w}（一時領域 {_temp(w):,} バイト）が収まるのに、None が返りました。"
-                       "temp_size_in_bytes が budget 以下かで判定しましょう。")
+            raise Fail(f"k={w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k={w} のはずでした。")
         if g > w:
-            raise Fail(f"予算 {budget:,} バイトに収まるいちばん小さい k は {w} ですが、{g} が返りました。"
-                       "マイクロバッチは少ないほど演算強度が高いので、小さい順に試して最初に収まる k を選びます。")
-        raise Fail(f"k={g} の一時領域は {_temp(g):,} バイトで、予算 {budget:,} バイトを超えています（期待 k={w}）。"
-                   "比べるのは memory_analysis().temp_size_in_bytes です。")
+            raise Fail(f"予算 {budget:,} バイトに収まるいちばん小さい k は {w} なので、k={w} のはずが k={g} でした。"
+                       "小さい順に試し、最初に収まる k を選びます。")
+        raise Fail(f"k={g} の一時領域は {_temp(g):,} バイトで予算 {budget:,} バイトを超えるので、k={w} のはずでした。"
+                   "比べるのは temp_size_in_bytes です。")
     for (k, temp), _budget in zip(answers, budgets):
         if k is not None and temp != _temp(k):
-            raise Fail(f"k={k} の一時領域の値が違います: 期待 {_temp(k):,} バイト、実際 {temp:,.0f}。"
-                       "memory_analysis().temp_size_in_bytes をそのまま返しましょう。")
+            raise Fail(f"k={k} の一時領域は {_temp(k):,} バイトのはずが {temp:,.0f} でした。"
+                       "memory_analysis().temp_size_in_bytes をそのまま返します。")
     return (f"隠しのバッチ {_B} 件で、5 つの予算（少し余裕、ちょうど、十分、k={_B} だけ、足りない）に対して、"
             f"memory_analysis の一時領域で選んだ k が一致しました（k=1: {_temp(1):,} → k={_B}: {smallest:,} バイト）。")

@@ -70,12 +70,22 @@ def no_scan(loss_fn, params, batch, k):
 
 
 def test_wrong_answers_are_named():
-    expect("6.7-2", summed, "fail", "損失が 3 倍", "k で割って")
-    expect("6.7-2", grads_summed, "fail", "勾配が 3 倍")
-    expect("6.7-2", last_only, "fail", "バッチ全体の勾配と一致しません", "最後の 1 つ")
-    expect("6.7-2", python_loop, "fail", "scan がありません")
-    expect("6.7-2", per_sample_scan, "fail", "scan の長さが [12]")
-    expect("6.7-2", no_scan, "fail", "scan がありません")
+    expect("6.7-2", summed, "fail", "損失を k で割っていない", "損失が 3 倍")
+    expect("6.7-2", grads_summed, "fail", "勾配を k で割っていない", "勾配が 3 倍")
+    expect("6.7-2", last_only, "fail", "最後のマイクロバッチの勾配だけ")
+    expect("6.7-2", python_loop, "fail", "scan がない", "Python で回して")
+    expect("6.7-2", per_sample_scan, "fail", "1 件ずつ回って", "scan の長さが [12]")
+    expect("6.7-2", no_scan, "fail", "scan がない")
+
+    def strided_last_only(loss_fn, params, batch, k):
+        loss, _ = ref(loss_fn, params, batch, k)
+        return loss, jax.grad(loss_fn)(params, jax.tree.map(lambda a: a[k - 1::k], batch))
+    expect("6.7-2", strided_last_only, "fail", "一致しませんでした", "足してから k で割ります")
+
+    def wrong_loss(loss_fn, params, batch, k):
+        loss, grads = ref(loss_fn, params, batch, k)
+        return loss + 1.0, grads
+    expect("6.7-2", wrong_loss, "fail", "のはずが", "平均の損失")
     expect("6.7-2", lambda f, p, b, k: ref(f, p, b, k)[1], "fail", "2 つ組")
     expect("6.7-2", lambda f, p, b, k: (ref(f, p, b, k)[0], [0.0]), "fail", "同じ形の pytree")
 

@@ -43,19 +43,24 @@ def test_correct(fn):
 
 
 def test_wrong_answers_are_named():
-    expect("6.7-3", make(strict=True), "fail", "予算ちょうど", "<=")
-    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "fail", "すべての約数")
+    expect("6.7-3", make(strict=True), "fail", "予算ちょうどを収まらないとした", "<=")
+    # range(1, B): k = B を試さない。原因（k=B を試していない）を言い、「<= で」とは言わない
+    msg = expect("6.7-3", make(candidates=lambda n: [k for k in range(1, n) if n % k == 0]), "fail",
+                 "k=12（バッチの大きさそのもの）を試していない")
+    assert "<=" not in msg
+    expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k=1（")
+    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "fail", "2 のべき乗だけ", "すべての約数")
     expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 6) if n % k == 0]), "fail", "いちばん小さい k")
     expect("6.7-3", make(largest=True), "fail", "いちばん小さい k", "小さい順")
     expect("6.7-3", make(none=(12, 0)), "fail", "(None, None)")
-    expect("6.7-3", make(what="temp+args"), "fail", "引数や出力は足しません", "temp_size_in_bytes")
-    expect("6.7-3", lambda acc, f, p, b, budget: (1, _temp(acc, f, p, b, 1)), "fail", "超えています")
+    expect("6.7-3", make(what="temp+args"), "fail", "引数を足して", "temp_size_in_bytes")
+    expect("6.7-3", lambda acc, f, p, b, budget: (1, _temp(acc, f, p, b, 1)), "fail", "超えるので")
 
     def reports_args_too(acc, f, p, b, budget):
         k, t = make()(acc, f, p, b, budget)
         return (k, None if k is None else _temp(acc, f, p, b, k, "temp+args"))
-    expect("6.7-3", reports_args_too, "fail", "一時領域の値が違います")
-    expect("6.7-3", lambda *a: (None, None), "fail", "None が返りました")
+    expect("6.7-3", reports_args_too, "fail", "一時領域は", "のはずが")
+    expect("6.7-3", lambda *a: (None, None), "fail", "None ではなく k=3")
     expect("6.7-3", lambda *a: (5, 0), "fail", "約数ではありません")
     expect("6.7-3", lambda *a: 3, "fail", "2 つ組")
 
