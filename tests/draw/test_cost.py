@@ -1,4 +1,4 @@
-"""ch6.draw の費用とメモリの図（6.7 節、ch6/draw/cost.py）: 図の文字に渡した名前と数が入り、入力が違えば図も違い、
+"""ch6.draw のコストとメモリの図（6.7 節、ch6/draw/cost.py）: 図の文字に渡した名前と数が入り、入力が違えば図も違い、
 小さく決定的であること。おかしな入力は分かる言葉で断ること。"""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ POINTS = [("行列積", 85.3), ("学習ステップ", 12.0)]
 def test_roofline_names_every_chip_and_point():
     d = small_and_deterministic(lambda: draw.roofline(ROWS, POINTS))
     for name, _, _ in ROWS:
-        assert name in d.texts
+        assert f" {name}" in d.texts  # direct label at the end of each roof (readable without colour)
     assert "行列積" in d.texts and "学習ステップ" in d.texts
     assert "演算強度（FLOP / バイト）" in d.texts
     assert "計算 2 個" in repr(d)
@@ -29,17 +29,16 @@ def test_roofline_rejects_non_positive_intensity():
         draw.roofline([], POINTS)
 
 
-def test_step_times_draws_total_and_communication():
+def test_step_times_labels_each_line_at_its_end():
     counts = [1, 2, 4, 8]
-    curves = {"DP": [(1 / n, 0.0 if n == 1 else 0.01) for n in counts],
-              "TP": [(1 / n, 0.02 * n) for n in counts]}
+    curves = {"DP（和）": [1 / n + 0.01 for n in counts], "TP（和）": [1 / n + 0.02 * n for n in counts]}
     d = small_and_deterministic(lambda: draw.step_times(counts, curves, mark=4))
-    assert "DP（合計）" in d.texts and "TP（通信だけ）" in d.texts
+    assert "DP（和）" in d.texts and "TP（和）" in d.texts
     assert " 今: 4 デバイス" in d.texts
     assert "1〜8 デバイス" in repr(d)
     assert draw.step_times(counts, curves).png != d.png
     with pytest.raises(ValueError, match="値が 3 個"):
-        draw.step_times(counts, {"DP": [(1, 0)] * 3})
+        draw.step_times(counts, {"DP": [1.0] * 3})
 
 
 def test_memory_bars_stack_parts_and_show_budget():
@@ -54,15 +53,18 @@ def test_memory_bars_stack_parts_and_show_budget():
 
 
 def test_decision_marks_the_chosen_layout_and_what_does_not_fit():
-    rows = [("DP", 30e9, 0.1, 0.05), ("FSDP", 5e9, 0.1, 0.08)]
+    rows = [("DP", 30e9, 0.15), ("FSDP", 5e9, 0.18)]
     cap = chip("TPU v5e").hbm_bytes
     d = small_and_deterministic(lambda: draw.decision(rows, cap, "FSDP"))
     assert " 30.0 GB 収まらない" in d.texts and " 5.0 GB" in d.texts
-    assert any(t.endswith("★") and "180 ms" in t for t in d.texts)
+    assert any(t.endswith("★") and " 180 ms" in t for t in d.texts)
     assert "容量 16 GB" in d.texts
+    assert "1 デバイスのメモリ（GB、対数）" in d.texts
     assert "選んだ方式: FSDP" in repr(d)
     with pytest.raises(ValueError, match="rows にありません"):
         draw.decision(rows, cap, "TP")
+    with pytest.raises(ValueError, match="正の数"):
+        draw.decision([("DP", 0.0, 0.1)], cap, None)
 
 
 def test_hardware_rows_name_their_source():
