@@ -111,8 +111,8 @@ def check_microbatches_for_bubble(fn):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母を V·M + S にしていますが、"
                    "ティックは V·M + S − 1 です。")
     if same_as(_no_virtual):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。V を使っていません。"
-                   "1 デバイスが V 個のステージを持つと、バブルは (S − 1)/(V·M + S − 1) です。")
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。V を使っていませんが、"
+                   "1 デバイスが V 個のステージを持つとバブルは (S − 1)/(V·M + S − 1) です。")
     if same_as(_virtual_everywhere):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
                    "V 倍になるのは V·M だけで、S − 1 は変わりません。")
