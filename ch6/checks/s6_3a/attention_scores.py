@@ -29,19 +29,19 @@ def check_attention_scores(fn):
             out = call(f, qs, ks)
         except LearnerError as err:
             if type(err.exc).__name__ == "ShardingTypeError" and "ambiguous" in str(err.exc):
-                raise Fail("まだ ShardingTypeError が出ます: 縮約軸 D が 'model' で分かれているので、"
-                           "einsum（または matmul）に out_sharding で出力のシャーディングを指定しましょう。") from None
+                raise Fail("縮約軸 D が 'model' で分割されているので、まだ ShardingTypeError が出ます。"
+                           "einsum（または matmul）の out_sharding で出力のシャーディングを指定しましょう。") from None
             raise
         expect_close(out, want, "attention_scores(q, k) の結果", rtol=1e-4, atol=1e-4)
         spec = norm_spec(jax.typeof(out).sharding.spec)
         if spec != ("data",):
-            extra = "（複製: バッチが分かれていません）" if spec == () else ""
-            raise Fail(f"出力の型のシャーディングが違います: 期待 P('data', None, None)、実際 {show_spec(spec, 3)}{extra}。"
+            extra = "（複製で、バッチが分割されていません）" if spec == () else ""
+            raise Fail(f"出力の型は P('data', None, None) のはずが、{show_spec(spec, 3)}{extra} でした。"
                        "out_sharding で出力を P('data', None, None) にします。")
         counts = call(comm_counts, f, qs, ks)
     if counts.get("all-gather") or set(counts) - {"all-reduce"}:
         raise Fail(f"結果は正しいのですが、余分な通信があります（{collectives_line(counts)}）。"
-                   "q や k を reshard で集め直さず、out_sharding で部分和を足し合わせる（all-reduce）だけにしましょう。")
+                   "q や k を集め直さず、out_sharding で部分和の all-reduce だけにしましょう。")
     if m == 1:
         return "出力の型は P('data', None, None) です（model 軸の長さが 1 なので通信は現れません）。"
     return f"出力の型は P('data', None, None)、通信は {collectives_line(counts)} だけです。"

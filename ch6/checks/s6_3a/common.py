@@ -63,13 +63,13 @@ def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
     if isinstance(x, (tuple, list)) and not isinstance(x, P):
         try:
             x = P(*x)
-        except Exception as exc:
-            raise Fail(f"{what} を PartitionSpec にできません（{explain.explain(exc)}）") from None
+        except Exception:
+            raise Fail(f"{what} の要素が P(...) に渡せる値ではないので、PartitionSpec にできません。"
+                       "メッシュの軸の名前（文字列）か None を並べます。") from None
     if not isinstance(x, P):
-        raise Fail(f"{what} は PartitionSpec のはずですが、{type(x).__name__} が返りました。"
-                   "P('data', None) のように書きます。")
+        raise Fail(f"{what} は PartitionSpec のはずが、{type(x).__name__} でした。P('data', None) のように書きます。")
     if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
-        raise Fail(f"{what} に unreduced / reduced の指定があります。この演習では各次元の分け方だけを書きます。")
+        raise Fail(f"{what} に unreduced / reduced の指定があります。この演習では各次元の分割だけを書きます。")
     entries = _entries(x)
     if len(entries) > ndim:
         raise Fail(f"{what} = {raw_text(x)} は {len(entries)} 次元分ありますが、配列は {ndim} 次元です。")
@@ -88,7 +88,7 @@ def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
     dup = sorted({a for a in names if names.count(a) > 1})
     if dup:
         raise Fail(f"{what} = {raw_text(x)} は軸 {dup[0]!r} を 2 度使っています。"
-                   "1 つのメッシュの軸で分けられるのは、配列の 1 つの次元だけです。")
+                   "1 つのメッシュの軸で分割できるのは、配列の 1 つの次元だけです。")
     return x
 
 
@@ -96,7 +96,7 @@ def as_pair(got, names: tuple[str, ...]):
     """タプルでもリストでも受け取る（どの演習でも同じ規則）。長さが違えば不正解。"""
     if not isinstance(got, (tuple, list)) or len(got) != len(names):
         what = f"長さ {len(got)} の {type(got).__name__}" if isinstance(got, (tuple, list)) else type(got).__name__
-        raise Fail(f"({', '.join(names)}) の {len(names)} つ組（タプルかリスト）を返してください（返ったのは {what}）。")
+        raise Fail(f"戻り値は ({', '.join(names)}) の {len(names)} つ組のはずが、{what} でした。タプルかリストで返しましょう。")
     return tuple(got)
 
 
@@ -114,8 +114,8 @@ def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
         mine = "×".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
         same_shape = dict(sharding.mesh.shape) == dict(mesh.shape)
         why = "（形は同じですが、デバイスの並びが違います）" if same_shape else ""
-        raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に置かれています{why}。"
-                   "自分でメッシュを作らず、渡された mesh を使ってください。")
+        raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に配置されています{why}。"
+                   "メッシュを作らず、渡された mesh を使いましょう。")
     return norm_spec(sharding.spec)
 
 
@@ -124,7 +124,10 @@ def learner_step(what: str, fn, *args):
     try:
         return call(fn, *args)
     except LearnerError as err:
-        raise Fail(f"{what}、エラーになりました: {explain.explain(err.exc)}") from None
+        said = explain.explain(err.exc).removeprefix(f"{type(err.exc).__name__}: ")
+        if "原文「" in said:  # 日本語にできない JAX のエラー: 英語を見せず、この演習で何を意味するかを言う
+            said = "その spec の組み合わせでは、この配列と計算を配置できません。"
+        raise Fail(f"{what}、JAX が {type(err.exc).__name__} を出しました。{said}") from None
 
 
 def comm_counts(f, *args) -> dict:

@@ -17,12 +17,11 @@ def needs_comm_by_rule(sx: tuple, sw: tuple, so: tuple) -> str:
     w = tuple(sw) + (None,) * (2 - len(sw))
     o = tuple(so) + (None,) * (2 - len(so))
     if x[1] is not None or w[1] is not None:
-        return "縮約する軸（x の 1 軸 / w の 1 軸、長さ D）が分かれているので、部分和を足し合わせる all-reduce か集め直しが要ります"
+        return "縮約する軸（長さ D）が分割されているので、部分和の all-reduce か集め直しが要ります"
     if x[0] is not None and x[0] == w[0]:
-        return "出力の行（x の 0 軸）と出力の列（w の 0 軸）を同じメッシュ軸で分けているので、片方を集め直す all-gather が要ります"
+        return "出力の行と列（x と w の 0 軸）を同じメッシュ軸で分割しているので、片方を集め直す all-gather が要ります"
     if o != (x[0], w[0]):
-        return (f"各デバイスが手元で作る出力は P({x[0]!r}, {w[0]!r}) の形なので、"
-                f"{show_spec(so, 2)} にするには集め直し（all-gather など）が要ります")
+        return f"各デバイスで作る出力は P({x[0]!r}, {w[0]!r}) なので、{show_spec(so, 2)} にするには集め直しが要ります"
     return ""
 
 
@@ -59,11 +58,9 @@ def check_no_comm(fn):
     sx, sw, so = (norm_spec(s) for s in specs)
     swapped = wrong_order(sx, sw, so)
     if swapped:
-        raise Fail(f"返した 3 つの spec は、2 つを入れ替えると条件を満たします: {swapped}。"
-                   "返すのは (x_spec, w_spec, out_spec) の順です。")
+        raise Fail(f"spec の順番が違います（{swapped} とすれば条件を満たします）。(x_spec, w_spec, out_spec) の順に返しましょう。")
     if "data" not in sw:
-        raise Fail(f"w_spec = {show_spec(sw, 2)} では w が全デバイスに複製されます。"
-                   "この演習では w が大きいので、どこかの軸を 'data' で分けてください。")
+        raise Fail(f"w_spec = {show_spec(sw, 2)} では大きな w が全デバイスに複製されます。w のどれかの軸を 'data' で分割しましょう。")
     n = n_devices()
     mesh = mesh_1d_auto()
     rng = exercise_rng(3)
@@ -82,9 +79,8 @@ def check_no_comm(fn):
     if n == 1:
         if why:
             raise Fail(f"1 デバイスなので通信は現れませんが、デバイス 2 個以上では{why}。")
-        return "spec の規則では通信なしです（1 デバイスでは通信が現れないので、デバイス 2 個以上で HLO を確かめられます）。"
+        return "spec の規則では通信なしです（HLO で確かめるにはデバイスが 2 個以上要ります）。"
     if counts:
-        raise Fail(f"コンパイル済み HLO に通信が入りました: {collectives_line(counts)}。"
+        raise Fail(f"コンパイル済み HLO に通信が入りました（{collectives_line(counts)}）。"
                    f"{why or '縮約軸と出力の spec を見直しましょう'}。")
-    return (f"x {show_spec(sx, 2)}、w {show_spec(sw, 2)}、出力 {show_spec(so, 2)} で、"
-            f"デバイス {n} 個の HLO は{collectives_line(counts)}です。")
+    return f"x {show_spec(sx, 2)}、w {show_spec(sw, 2)}、出力 {show_spec(so, 2)} で、HLO は{collectives_line(counts)}です。"

@@ -16,9 +16,9 @@ ANSWER = {"A": "all-reduce", "B": "none", "C": "all-gather", "D": "none", "E": "
 _CASE_HINT = {
     "A": "a.T @ b で足し合わせる軸は a の 0 軸と b の 0 軸（K）です。",
     "B": "a の 1 軸（M）は、a.T では行、つまり出力の行になります。",
-    "C": "出力の行（a の M）と出力の列（b の N）を、同じ 'data' 軸では同時に分けられません。",
-    "D": "a は複製なので、各デバイスは b の自分の列だけで出力の列を作れます。",
-    "E": "計算は手元でできますが、出力を P()（複製）にするには、分かれた行を集める必要があります。",
+    "C": "出力の行（a の M）と出力の列（b の N）を、同じ 'data' 軸で同時に分割することはできません。",
+    "D": "a は複製なので、各デバイスは持っている b の列だけで出力の列を作れます。",
+    "E": "計算は各デバイスでできますが、出力を P()（複製）にするには、分割された行を集める必要があります。",
 }
 VALID = ("none", "all-gather", "all-reduce", "reduce-scatter", "all-to-all")
 
@@ -71,17 +71,17 @@ def compiled_answers() -> dict[str, str]:
 def check_predict(fn):
     got = call(fn)
     if not isinstance(got, dict):
-        raise Fail(f"{{'A': 'none', ...}} のような辞書を返してください（返ったのは {type(got).__name__}）。")
+        raise Fail(f"戻り値は {{'A': 'none', ...}} のような辞書のはずが、{type(got).__name__} でした。")
     got = {(k.strip().upper() if isinstance(k, str) else k): v for k, v in got.items()}
     missing = [k for k in ANSWER if k not in got]
     if missing:
-        raise Fail(f"ケース {', '.join(missing)} の予想がありません。A から E まで 5 つ答えてください。")
+        raise Fail(f"ケース {', '.join(missing)} の予想がありません。A から E まですべて答えましょう。")
     names = {k: _norm_name(got[k]) for k in ANSWER}
     bad = [k for k, v in names.items() if v not in VALID]
     if bad:
         k = bad[0]
         raise Fail(f"ケース {k} の答え {raw_text(got[k])} は通信の名前ではありません。"
-                   f"{' / '.join(repr(v) for v in VALID)} から選んでください。")
+                   f"{' / '.join(repr(v) for v in VALID)} から選びましょう。")
     n = n_devices()
     # 2 デバイス以上なら、答えはこのデバイス数で実際にコンパイルした HLO（1 デバイスでは通信が現れないので規則の表）
     # パッケージ（ch6.checks.s6_3a）の名前を通して呼ぶ: s6_3a.compiled_answers を差し替えれば、それに従う
@@ -91,8 +91,8 @@ def check_predict(fn):
     wrong = [k for k in ANSWER if names[k] != truth[k]]
     if wrong:
         k = wrong[0]
-        raise Fail(f"5 つ中 {5 - len(wrong)} つ正解です。ケース {k} は {names[k]!r} ではありません。"
-                   f"ヒント: {_CASE_HINT[k]}")
+        raise Fail(f"ケース {k} は {names[k]!r} ではありません（ほかに {len(wrong) - 1} ケースが違います）。{_CASE_HINT[k]}"
+                   if len(wrong) > 1 else f"ケース {k} は {names[k]!r} ではありません。{_CASE_HINT[k]}")
     if n == 1:
-        return "A〜E の予想がすべて合っています（1 デバイスでは通信が現れないので、デバイス 2 個以上で実際に確かめられます）。"
-    return f"A〜E の予想は、デバイス {n} 個でこのチェックがコンパイルした HLO の集団通信とすべて一致します。"
+        return "A〜E の予想がすべて合っています（HLO で確かめるにはデバイスが 2 個以上要ります）。"
+    return f"A〜E の予想は、デバイス {n} 個でコンパイルした HLO の集団通信とすべて一致します。"

@@ -67,37 +67,31 @@ def check_shard_gated_mlp(fn):
     got = call(fn, {k: v.copy() for k, v in params.items()}, mesh)
     if not isinstance(got, dict) or set(got) != set(params):
         keys = sorted(map(str, got)) if isinstance(got, dict) else type(got).__name__
-        raise Fail(f"{sorted(params)} をキーに持つ辞書を返してください（返ったのは {keys}）。")
-    hint = "jax.device_put(p, NamedSharding(mesh, spec)) のように、渡された mesh に置きます。"
+        raise Fail(f"戻り値は {sorted(params)} をキーに持つ辞書のはずが、{keys} でした。")
+    hint = "jax.device_put(p, NamedSharding(mesh, spec)) で、渡された mesh に配置します。"
     specs = {k: placed_spec(got[k], k, mesh, hint) for k in params}
     for k in params:
         expect_close(got[k], params[k], f"{k} ", hint="device_put は値を変えません。")
     for k, v in specs.items():
         if any("data" in (e if isinstance(e, tuple) else (e,)) for e in v):
-            raise Fail(f"{k} が 'data' 軸で分かれています（{show_spec(v, params[k].ndim)}）。この演習ではパラメータは "
-                       "'model' 軸だけで分け、'data' 方向には複製します。")
+            raise Fail(f"{k} が 'data' 軸で分割されています（{show_spec(v, params[k].ndim)}）。パラメータは 'model' 軸だけで分割し、'data' 方向には複製します。")
     for k in params:
         want, nd = want_spec(k, params[k].ndim), params[k].ndim
         if specs[k] == want:
             continue
         if HIDDEN_AXIS[k] is None:
-            raise Fail(f"{k} は複製（P()）にします: 実際 {show_spec(specs[k], nd)}。"
-                       "b_down は出力（P('data', None)）に足すので、出力の特徴の軸は分けません。")
+            raise Fail(f"{k} は複製（P()）のはずが、{show_spec(specs[k], nd)} でした。b_down は出力に足すので、出力の特徴の軸は分割しません。")
         if specs[k] == ():
-            raise Fail(f"{k} が複製（P()）のままです: 隠れ層の軸 H を持つパラメータは、どれも 1 デバイスあたりの"
-                       f"メモリを model 軸の長さ分の 1 にします。期待 {show_spec(want, nd)}。")
+            raise Fail(f"{k} が複製（P()）のままで、メモリが減りません。隠れ層の軸 H を 'model' で分割した {show_spec(want, nd)} にします。")
         if nd == 2 and specs[k] == _transposed(k):
-            raise Fail(f"{k} の spec が違います: 期待 {show_spec(want, nd)}、実際 {show_spec(specs[k], nd)}。"
-                       "本文の (入力, 出力) の形の重みの分け方を写していませんか。ここの重みは PyTorch の形 (出力, 入力) なので、"
-                       "隠れ層の軸 H は W_gate・W_up では行（0 軸）、W_down では列（1 軸）です。")
-        raise Fail(f"{k} の spec が違います: 期待 {show_spec(want, nd)}、実際 {show_spec(specs[k], nd)}。"
-                   "分けるのは隠れ層の軸 H です（W_gate・W_up は行、W_down は列、b_gate・b_up はその軸）。")
+            raise Fail(f"{k} の spec が {show_spec(specs[k], nd)} で、(入力, 出力) の形の重みの分割になっています。"
+                       f"ここの重みは PyTorch の形 (出力, 入力) なので {show_spec(want, nd)} です。")
+        raise Fail(f"{k} の spec は {show_spec(want, nd)} のはずが、{show_spec(specs[k], nd)} でした。分割するのは隠れ層の軸 H です。")
     for k in params:  # 性質そのもの: H を持つ葉は、1 デバイスあたり 1/m のメモリ
         if HIDDEN_AXIS[k] is not None:
             per_dev = got[k].addressable_shards[0].data.nbytes
             if per_dev * m != params[k].nbytes:
-                raise Fail(f"{k} の 1 デバイスあたりのバイト数が {per_dev} で、全体 {params[k].nbytes} の 1/{m} "
-                           "になっていません。")
+                raise Fail(f"{k} の 1 デバイスあたりのバイト数が {per_dev} で、全体 {params[k].nbytes} の 1/{m} になっていません。")
 
     def forward():
         with jax.set_mesh(mesh):
@@ -111,9 +105,7 @@ def check_shard_gated_mlp(fn):
     if norm_spec(typ.sharding.spec) != ("data",):
         raise Fail(f"gated_mlp の出力の型が P('data', None) になりません（{typ}）。")
     if m == 1:
-        return ("隠れ層の軸を 'model' で分割しました（model 軸の長さが 1 なので、通信もメモリの削減も現れません。"
-                "デバイスが偶数個なら現れます）。")
+        return "隠れ層の軸を 'model' で分割しました（model 軸の長さが 1 なので、通信もメモリの削減も現れません）。"
     if counts != {"all-reduce": 1}:
-        raise Fail(f"gated_mlp の通信が期待と違います: 期待 all-reduce ×1 だけ、実際 {collectives_line(counts)}。")
-    return (f"隠れ層の軸を持つ 5 つのパラメータは 1 デバイスあたり 1/{m} のメモリ、forward の通信は all-reduce ×1 だけです"
-            f"（メッシュ data={d} × model={m}）。")
+        raise Fail(f"gated_mlp の通信は all-reduce ×1 だけのはずが、{collectives_line(counts)} でした。")
+    return f"隠れ層の軸を持つパラメータは 1 デバイスあたり 1/{m} のメモリ、順伝播の通信は all-reduce ×1 だけです。"

@@ -20,7 +20,7 @@ def test_no_comm_right_in_every_spelling():
 
 
 def test_no_comm_replicated_weight_is_refused():
-    expect_fail("6.3a-3", lambda: (P("data", None), P(), P("data", None)), "複製", "'data' で分けて")
+    expect_fail("6.3a-3", lambda: (P("data", None), P(), P("data", None)), "複製", "'data' で分割")
     expect_fail("6.3a-3", lambda: (P(), P(), P()), "複製")
 
 

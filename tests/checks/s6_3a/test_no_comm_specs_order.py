@@ -6,17 +6,17 @@ from tests.checkhelp import expect
 
 def test_x_and_w_swapped_names_the_order():
     expect("6.3a-3", lambda: (P("data", None), P(), P(None, "data")), "fail",
-           "入れ替える", "x_spec には P()", "w_spec には P('data', None)", "(x_spec, w_spec, out_spec) の順")
+           "順番が違います", "x_spec には P()", "w_spec には P('data', None)", "(x_spec, w_spec, out_spec) の順")
 
 
 def test_w_and_out_swapped_names_the_order():
     expect("6.3a-3", lambda: (P(), P(None, "data"), P("data", None)), "fail",
-           "入れ替える", "out_spec には P(None, 'data')")
+           "順番が違います", "out_spec には P(None, 'data')")
 
 
 def test_a_wrong_split_still_names_the_split():
     # 並べ替えても条件を満たさない答えは、これまでどおり分け方を言う
-    expect("6.3a-3", lambda: (P(), P("data", None), P("data", None)), "fail", "P(None, 'data') の形")
+    expect("6.3a-3", lambda: (P(), P("data", None), P("data", None)), "fail", "P(None, 'data') なので")
 
 
 def test_the_right_order_passes():

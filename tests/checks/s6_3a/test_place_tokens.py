@@ -29,7 +29,7 @@ def tokens_reshard(tokens, mask, mesh):
 
 def test_place_tokens_right_in_every_spelling():
     r = expect_pass("6.3a-1", tokens_ref)
-    assert f"デバイス {N} 個" in r.message
+    assert "data=" in r.message and "model=" in r.message
     expect_pass("6.3a-1", tokens_set_mesh_list)
     expect_pass("6.3a-1", tokens_reshard)
 
@@ -39,7 +39,7 @@ def test_place_tokens_wrong_axes():
         return (jax.device_put(tokens, NamedSharding(mesh, P("data"))),
                 jax.device_put(mask, NamedSharding(mesh, P("data"))))
 
-    expect_fail("6.3a-1", batch_only, "tokens の spec が違います", "P('data', None, None)")
+    expect_fail("6.3a-1", batch_only, "P('data', 'model', None) のはず", "P('data', None, None)")
 
     def swapped(tokens, mask, mesh):
         return (jax.device_put(tokens, NamedSharding(mesh, P("model", "data"))),
@@ -51,12 +51,12 @@ def test_place_tokens_wrong_axes():
     def mask_replicated(tokens, mask, mesh):
         return tokens_ref(tokens, mask, mesh)[0], jax.device_put(mask, NamedSharding(mesh, P()))
 
-    expect_fail("6.3a-1", mask_replicated, "mask の spec が違います")
+    expect_fail("6.3a-1", mask_replicated, "mask の spec は P('data', 'model') のはず")
 
 
 def test_place_tokens_not_placed_swapped_and_errors():
     expect_fail("6.3a-1", lambda t, m, mesh: (t, m), "JAX 配列ではありません")
-    expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(t, m, mesh)[::-1], "順番が逆")
+    expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(t, m, mesh)[::-1], "(tokens, mask) の順")
     expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(t, m, mesh)[:1], "2 つ組")
     expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(np.zeros_like(t), m, mesh), "tokens の値が違います")
     expect_fail("6.3a-1", lambda t, m, mesh: t["bad"], "IndexError", status="error")
