@@ -2,7 +2,7 @@
 
 - :func:`pipeline_schedule`: schedule[s][t] = ステージ s がティック t に処理したもの（マイクロバッチの番号、
   "F3" / "B3" のような文字列、インターリーブなら (マイクロバッチ, 何周目 v) の組。-1・None・"" は空き）。
-  in_flight=True なら、各ステージが同時に持つ活性値（F で 1 増え、B で 1 減る）の最大も右に書く。
+  in_flight_peak=True なら、各ステージが同時に持つ活性値（F で 1 増え、B で 1 減る）の最大も右に書く。
 - :func:`bubble_fractions`: マイクロバッチの数ごとに、表から数えたバブルの割合と式 (S − 1)/(M + S − 1) を重ねる。
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def busy_fraction(schedule) -> float:
     return sum(c is not None for r in cells for c in r) / total if total else 0.0
 
 
-def in_flight(schedule) -> list[list[int]]:
+def _in_flight(schedule) -> list[list[int]]:
     """各ステージ・各ティックの後に持っている活性値の数（F で 1 増え、B で 1 減る）。"""
     out = []
     for row in schedule_cells(schedule):
@@ -80,7 +80,7 @@ def pipeline_schedule(schedule, title: str | None = None, stage_label: str = "�
     fig, ax = _figure(max(4.0, cw * 0.55 * n_tick + (3.4 if in_flight_peak else 2.2)), 0.42 * n_stage + 1.4)
     fs = 7 if n_tick > 24 else 8
     has_backward = False
-    peaks = in_flight(schedule)
+    peaks = _in_flight(schedule)
     for s, row in enumerate(cells):
         idle = 0
         for t in range(n_tick):
