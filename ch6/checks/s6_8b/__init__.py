@@ -1,25 +1,24 @@
-"""6.8b 系列並列と専門家並列の演習チェック。
+"""6.8b 系列並列とエキスパート並列の演習チェック。
 
-- 6.8b-1 ``ring_step``（ring_step.py）: 学習者は shard_map の中で動く 1 デバイス分の関数を書きます。
-  チェックはそれを軸 ``"seq"`` の 1 次元メッシュ（デバイスの数から作る）の ``jax.shard_map`` + ``jax.jit`` で包み、
-  前のステップの続きの状態（有限の最大値）から 1 ステップ進めて NumPy の参照と比べ、jaxpr の ``ppermute`` の組を調べます。
-- 6.8b-2 ``causal_block_mask``（causal_mask.py）: 大きさの違うブロックの組の因果マスク。``jax.jit`` の中で、
-  トレースされたブロック番号で呼びます。
-- 6.8b-3 ``dropped_choices``（moe_capacity.py）: top-2 のルーターの選択から、容量を超えて落ちる選択。
-- 6.8b-4 ``ulysses_attention``（ulysses.py）: 並びが (ヘッド, 系列, 次元) の all-to-all 方式。値を 1 デバイスの
-  アテンションと比べ、jaxpr の ``all_to_all`` の ``split_axis`` / ``concat_axis`` / ``tiled`` を調べます。
+- 6.8b-1 ``attention_comm_times``（comm_times.py）: リング（同じ向きの ppermute）と Ulysses（all-to-all 4 回）の
+  通信の秒を、隠しのチップの行（トーラスとスイッチ）から ``ch6.cost`` で求める。
+- 6.8b-2 ``choose_sequence_parallel``（sequence_choice.py）: 計算と重なるか（リングは max、Ulysses は和）で方式を選ぶ。
+  同点（相対 1e-9）と n = 1 は "ring"。
+- 6.8b-3 ``dropped_choices``（moe_capacity.py）: top-2 のルータの選択から、容量を超えてドロップされる選択。
+- 6.8b-4 ``ulysses_attention``（ulysses.py）: 並びが (ヘッド, 系列, 次元) の all-to-all 方式。1 次元と 2 次元の
+  メッシュで、値を 1 デバイスのアテンションと比べ、jaxpr の ``all_to_all`` の軸を調べます。
 
 どのチェックも、ノートブックにない形と乱数（隠し入力）を使い、よくある誤りはそれぞれの言葉で知らせます。
 """
 from __future__ import annotations
 
-from . import causal_mask, common, moe_capacity, ring_step, ulysses  # import するとそれぞれの演習が登録される
-from .causal_mask import check_causal_block_mask
+from . import comm_times, common, moe_capacity, sequence_choice, ulysses  # import するとそれぞれの演習が登録される
+from .comm_times import check_attention_comm_times
 from .moe_capacity import check_dropped_choices
-from .ring_step import check_ring_step
+from .sequence_choice import check_choose_sequence_parallel
 from .ulysses import check_ulysses_attention
 
 __all__ = [
-    "check_ring_step", "check_causal_block_mask", "check_dropped_choices", "check_ulysses_attention",
-    "causal_mask", "common", "moe_capacity", "ring_step", "ulysses",
+    "check_attention_comm_times", "check_choose_sequence_parallel", "check_dropped_choices", "check_ulysses_attention",
+    "comm_times", "common", "moe_capacity", "sequence_choice", "ulysses",
 ]

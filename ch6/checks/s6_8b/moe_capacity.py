@@ -1,4 +1,4 @@
-"""6.8b-3 dropped_choices: top-2 のルーターの選択のうち、容量を超えて落ちる選択。"""
+"""6.8b-3 dropped_choices: top-2 のルータの選択のうち、容量を超えてドロップされる選択。"""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import numpy as np
 from ...checking import Fail, call, exercise, fmt, n_devices
 from .common import exercise_rng
 
-# 必須: C = ceil(c · k · T / E)（k = 2、T はグループのトークン数）、グループごと・専門家ごと、
+# 必須: C = ceil(c · k · T / E)（k = 2、T はグループのトークン数）、グループごと・エキスパートごと、
 #       1 番目の選択をすべて 2 番目より先に、それぞれトークンの順に入れる。
 # 自由: NumPy でも jax.numpy でも、ループでも。
 
@@ -21,7 +21,7 @@ def _dropped(ids, n_experts, factor, *, rounding=math.ceil, k_factor=True, globa
     cap = rounding(factor * count / n_experts)
     out = np.zeros(ids.shape, bool)
     for g in range(groups):
-        if order == "choice":        # 1 番目の選択を全部、その後に 2 番目
+        if order == "choice":        # 1 番目の選択をすべて、その後に 2 番目
             seq = [(t, c) for c in range(k) for t in range(tokens)]
         elif order == "token":       # トークンごとに 1 番目、2 番目
             seq = [(t, c) for t in range(tokens) for c in range(k)]
@@ -36,7 +36,7 @@ def _dropped(ids, n_experts, factor, *, rounding=math.ceil, k_factor=True, globa
 
 
 def _ids(rng, groups, tokens, n_experts):
-    """偏った top-2 の選択（同じトークンの 2 つは違う専門家）。"""
+    """偏った top-2 の選択（同じトークンの 2 つは違うエキスパート）。"""
     weights = rng.dirichlet(np.full(n_experts, 0.7))
     first = rng.choice(n_experts, size=(groups, tokens), p=weights)
     second = (first + 1 + rng.choice(n_experts - 1, size=(groups, tokens))) % n_experts
@@ -44,13 +44,13 @@ def _ids(rng, groups, tokens, n_experts):
 
 
 _MISTAKES = [
-    (dict(rounding=math.floor), "容量を切り捨てています。C = ceil(c · k · T / E) で、切り上げ（math.ceil）です。"),
-    (dict(k_factor=False), "容量に k = 2 を掛けていません。top-2 では 1 トークンが 2 回送られるので C = ceil(c · 2 · T / E) です。"),
-    (dict(global_tokens=True), "容量を全グループのトークンの数で計算しています。容量はグループ（デバイス）ごとの上限で、T は 1 グループのトークンの数です。"),
-    (dict(order="token"), "席をトークンの順に 1 番目・2 番目と交互に埋めています。1 番目の選択をすべて先に入れ、その後に 2 番目の選択を入れます。"),
+    (dict(rounding=math.floor), "容量を切り捨てたので、席が足りません。C = ceil(c · k · T / E) は切り上げ（math.ceil）です。"),
+    (dict(k_factor=False), "容量に k = 2 を掛けていません。top-2 では 1 トークンが 2 回送られるので、C = ceil(c · 2 · T / E) です。"),
+    (dict(global_tokens=True), "容量を全グループのトークンの数で計算しています。容量はグループごとの上限で、T は 1 グループのトークンの数です。"),
+    (dict(order="token"), "席をトークンごとに 1 番目・2 番目と交互に埋めています。1 番目の選択をすべて入れてから、2 番目の選択を入れます。"),
     (dict(order="reversed"), "2 番目の選択を先に入れています。1 番目の選択を優先し、すべて入れてから 2 番目を入れます。"),
-    (dict(seat_offset=-1), "容量より 1 つ多く入れています。席は 0 から C - 1 までの C 個なので、席の番号 >= C の選択が落ちます。"),
-    (dict(seat_offset=1), "容量より 1 つ少なく入れています。席は 0 から C - 1 までの C 個です（席の番号を 1 から数えていませんか）。"),
+    (dict(seat_offset=-1), "容量より 1 つ多く入れています。席は 0 から C − 1 までの C 個で、番号が C 以上の選択がドロップされます。"),
+    (dict(seat_offset=1), "席の番号を 1 から数えたので、容量より 1 つ少なく入れています。席は 0 から C − 1 までの C 個です。"),
 ]
 
 
@@ -58,7 +58,7 @@ _MISTAKES = [
 def check_dropped_choices(fn):
     rng = exercise_rng(3)
     groups, n_experts = max(2, n_devices()), 5
-    # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）と、整数でない組、何も落ちない組
+    # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）と、整数でない組、何もドロップされない組
     cases = [(_ids(rng, groups, 15, n_experts), 1.0), (_ids(rng, groups, 13, n_experts), 1.3),
              (_ids(rng, groups, 13, n_experts), 0.9), (_ids(rng, groups, 11, n_experts), float(n_experts))]
     outs = []
@@ -66,33 +66,31 @@ def check_dropped_choices(fn):
         got = call(fn, ids.copy(), n_experts, factor)
         shape = tuple(getattr(got, "shape", ())) if hasattr(got, "shape") else None
         if shape == (n_experts,):
-            raise Fail(f"形 ({n_experts},) が返りました（専門家ごとの数？）。この問題では、どの選択が落ちたかを "
-                       f"expert_ids と同じ形 {fmt(ids.shape)} の真偽値で返します。")
+            raise Fail(f"形 ({n_experts},) の、エキスパートごとの数が返りました。"
+                       f"どの選択がドロップされたかを、expert_ids と同じ形 {fmt(ids.shape)} の真偽値で返します。")
         if shape != ids.shape:
-            raise Fail(f"返り値の形が違います: 期待 {fmt(ids.shape)}（expert_ids と同じ形）、"
-                       f"実際 {fmt(shape) if shape is not None else type(got).__name__}。")
+            got_shape = fmt(shape) if shape is not None else type(got).__name__
+            raise Fail(f"戻り値は expert_ids と同じ形 {fmt(ids.shape)} のはずが、{got_shape} でした。")
         arr = np.asarray(got)
         if arr.dtype != np.bool_ and not (np.issubdtype(arr.dtype, np.integer) and set(np.unique(arr)) <= {0, 1}):
-            raise Fail(f"dtype が {arr.dtype} です。落ちた選択を True にした真偽値の配列で返しましょう。")
+            raise Fail(f"戻り値の dtype が {arr.dtype} です。ドロップされた選択を True にした真偽値の配列で返します。")
         outs.append(arr.astype(bool))
     wants = [_dropped(ids, n_experts, factor) for ids, factor in cases]
     if all(np.array_equal(o, w) for o, w in zip(outs, wants)):
         n_drop = int(wants[1].sum())
-        return (f"隠し入力（{groups} グループ × 11〜15 トークン、専門家 {n_experts}、容量係数 {len(cases)} 通り）で一致しました"
-                f"（容量係数 {cases[1][1]} では {n_drop} 個の選択が落ちます）。")
+        return (f"隠し入力（{groups} グループ、エキスパート {n_experts}、容量係数 {len(cases)} 通り）で一致しました"
+                f"（容量係数 {cases[1][1]} では {n_drop} 個がドロップされます）。")
 
     def matches(**kw) -> bool:   # すべての入力で、学習者の答えがこの形の誤りと同じか
         return all(np.array_equal(o, _dropped(ids, n_experts, factor, **kw)) for o, (ids, factor) in zip(outs, cases))
 
-    k = next(n for n, (o, w) in enumerate(zip(outs, wants)) if not np.array_equal(o, w))
-    (ids, factor), arr, want = cases[k], outs[k], wants[k]
-    tokens = ids.shape[1]
-    where = (f"（容量係数 {factor}、T = {tokens}、E = {n_experts}、"
-             f"正しい容量 C = {math.ceil(factor * 2 * tokens / n_experts)}）")
     if all(np.array_equal(o, ~w) for o, w in zip(outs, wants)):
-        raise Fail(f"True と False が逆です{where}: 残った選択を True にしています。落ちた選択を True にします。")
+        raise Fail("True と False が逆で、残った選択を True にしています。ドロップされた選択を True にします。")
     for kw, text in _MISTAKES:
         if matches(**kw):
-            raise Fail(text + where)
-    raise Fail(f"落ちた選択の数が違います{where}: 期待 {int(want.sum())} 個、実際 {int(arr.sum())} 個"
-               f"（{int((arr != want).sum())} か所が違う）。グループごとに、1 番目の選択 → 2 番目の選択の順に席を数えましょう。")
+            raise Fail(text)
+    k = next(n for n, (o, w) in enumerate(zip(outs, wants)) if not np.array_equal(o, w))
+    (ids, factor), arr, want = cases[k], outs[k], wants[k]
+    cap = math.ceil(factor * 2 * ids.shape[1] / n_experts)
+    raise Fail(f"容量係数 {factor}（C = {cap}）で、ドロップは {int(want.sum())} 個のはずが {int(arr.sum())} 個でした。"
+               "グループごとに、1 番目の選択から順に席を数えましょう。")

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, expect_close, f32, fmt, n_devices, walk
-from .common import AXIS, PERMUTE, exercise_rng, put, run_learner, same, section_mesh
+from ...checking import Fail, LearnerError, call, exercise, f32, fmt, walk
+from .common import AXIS, PERMUTE, exercise_rng, put, run_learner, same, section_meshes
 
 # 必須: データを動かすのは all_to_all（tiled=True）だけ、軸はこの並び（ヘッドが 0 軸、系列が 1 軸）に合わせる。
+#       軸の大きさは lax.axis_size("seq")（2 次元のメッシュでも確かめる）。
 # 自由: q, k, v を別々に送っても、stack して 1 回で送っても。
 
 ALL_TO_ALL = {"all_to_all", "all_to_all_start"}
@@ -25,19 +26,19 @@ def _collectives(g, *args):
 
     try:
         jaxpr = jax.make_jaxpr(g)(*args).jaxpr
-    except Exception as exc:  # 呼び出しは通ったのでここで落ちることはまずない
+    except Exception as exc:  # 呼び出しは通ったので、ここで失敗することはまずない
         raise LearnerError(exc) from exc
     return [e for e in walk(jaxpr) if e.primitive.name in ALL_TO_ALL | GATHER | PERMUTE | PSUM]
 
 
-@exercise("6.8b-4", "ulysses_attention")
-def check_ulysses_attention(fn):
+def _run(fn, mesh, rng, after_1d: bool):
+    """mesh の上で学習者の関数を shard_map + jit で呼び、(出力, jaxpr の集団通信, 形の情報) を返す。"""
     import jax
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
-    n, mesh, rng = n_devices(), section_mesh(), exercise_rng(4)
-    h, b, d = 2 * n, 2 * n, 3          # ブロックの長さもデバイスの数の倍数（軸を取り違えてもエラーにならず、値で分かる）
+    n = mesh.shape[AXIS]
+    h, b, d = 2 * n, 2 * n, 3          # ブロックの長さも軸の大きさの倍数（軸を取り違えてもエラーにならず、値で分かる）
     q, k, v = (f32(rng.normal(size=(h, n * b, d))) for _ in range(3))
     spec = P(None, AXIS)
 
@@ -45,12 +46,12 @@ def check_ulysses_attention(fn):
         out = call(fn, q, k, v)
         shape = tuple(getattr(out, "shape", ())) if hasattr(out, "shape") else None
         if shape == (h // n, n * b, d) and n > 1:
-            raise Fail(f"1 デバイス分の出力の形が {fmt(shape)}（ヘッド / n, 系列全体, 次元）のままです。"
-                       "attention_hsd の後に逆向きの all_to_all（split_axis=1, concat_axis=0）で (ヘッド, ブロック, 次元) に戻しましょう。")
+            raise Fail(f"出力の形が {fmt(shape)}（ヘッド / n, 系列全体, 次元）のままで、戻していません。"
+                       "attention_hsd の後に逆向きの all_to_all で (ヘッド, ブロック, 次元) に戻します。")
         if shape != (h, b, d):
-            raise Fail(f"1 デバイス分の出力の形が違います: 期待 {fmt((h, b, d))}（ヘッド, ブロック, 次元）、"
-                       f"実際 {fmt(shape) if shape is not None else type(out).__name__}。"
-                       "all_to_all の軸を確かめましょう: 入れ替えは split_axis=0, concat_axis=1、戻すときは split_axis=1, concat_axis=0 です。")
+            got = fmt(shape) if shape is not None else type(out).__name__
+            raise Fail(f"1 デバイス分の出力の形は {fmt((h, b, d))}（ヘッド, ブロック, 次元）のはずが {got} でした。"
+                       "入れ替えと戻しの all_to_all の軸を確かめましょう。")
         return jnp.asarray(out, jnp.float32)
 
     g = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec))
@@ -60,40 +61,48 @@ def check_ulysses_attention(fn):
     except LearnerError as exc:
         text = str(exc.exc)
         if "all_to_all" in text and "divisible" in text:
-            raise Fail("all_to_all で切る軸（split_axis）の大きさが、デバイスの数で割り切れません"
-                       f"（JAX のエラー: 「{text.splitlines()[0][:90]}」）。入れ替えでは 0 軸（ヘッド）を切り、"
-                       "戻すときは 1 軸（系列）を切ります。") from None
+            raise Fail("all_to_all で分割する軸の大きさが軸 seq の大きさで割り切れず、JAX がエラーを出しました。"
+                       "入れ替えでは 0 軸（ヘッド）、戻すときは 1 軸（系列）を分割します。") from None
+        if after_1d:
+            raise Fail(f"1 次元のメッシュでは動き、data × seq の 2 次元のメッシュでだけ {type(exc.exc).__name__} が出ました。"
+                       "軸 seq の大きさは jax.device_count() ではなく lax.axis_size('seq') で読みます。") from None
         raise
+    return got, _collectives(g, *args), (q, k, v, h, b, d, n)
 
-    eqns = _collectives(g, *args)
-    names = {e.primitive.name for e in eqns}
-    if names & GATHER:
-        raise Fail("all_gather を使っています。この問題では K/V を集めず、all_to_all で系列の分割をヘッドの分割に入れ替えます。")
-    if names & PERMUTE:
-        raise Fail("ppermute を使っています（リングの方式）。この問題は all_to_all で系列の分割とヘッドの分割を入れ替える方式です。")
-    if names & PSUM:
-        raise Fail(f"{', '.join(sorted(names & PSUM))} を使っています。all-to-all 方式では足し合わせる通信は要りません。"
-                   "all_to_all で入れ替えて、ヘッドごとに計算して戻すだけです。")
-    a2a = [e for e in eqns if e.primitive.name in ALL_TO_ALL]
-    if not a2a:
-        raise Fail("jaxpr に all_to_all が見つかりません。lax.all_to_all(x, 'seq', split_axis=0, concat_axis=1, tiled=True) で"
-                   "系列の分割をヘッドの分割に入れ替えます。")
-    if any(not e.params.get("tiled", False) for e in a2a):
-        raise Fail("all_to_all を tiled=False で使っています。tiled=True なら、切った軸はそのまま小さくなり、"
-                   "受け取った分はつなぐ軸に連結されます（新しい軸が増えません）。")
-    axes = [(int(e.params["split_axis"]), int(e.params["concat_axis"])) for e in a2a]
-    if all(len(e.invars[0].aval.shape) == 3 for e in a2a):   # q, k, v を別々に送った場合: 軸の番号を直接確かめる（1 デバイスでも）
-        if axes[0] == (1, 0):
-            raise Fail("最初の all_to_all が split_axis=1, concat_axis=0 です。それは教材の (系列, ヘッド, 次元) の並びの軸です。"
-                       "ここではヘッドが 0 軸、系列が 1 軸なので、split_axis=0（ヘッドを分割）、concat_axis=1（系列をつなぐ）です。")
-        if set(axes) - {(0, 1), (1, 0)} or (0, 1) not in axes or (1, 0) not in axes:
-            shown = ", ".join(f"(split_axis={s}, concat_axis={c})" for s, c in axes)
-            raise Fail(f"all_to_all の軸が {shown} です。入れ替えは split_axis=0, concat_axis=1、"
-                       "戻すときは split_axis=1, concat_axis=0 です。")
-    want = _attention_np(q, k, v)      # ヘッドごとに独立: 1 デバイスで全ヘッドを計算したもの
-    if not same(got, want, rtol=1e-4, atol=1e-5):
-        expect_close(got, want, "出力", rtol=1e-4, atol=1e-5,
-                     hint="入れ替え（split_axis=0, concat_axis=1）→ attention_hsd → 戻す（split_axis=1, concat_axis=0）の順です。")
-    shown = ", ".join(sorted({f"({s}→{c})" for s, c in axes}))
-    return (f"隠し入力（ヘッド {h} × 系列 {n * b} × 次元 {d}、{n} デバイス）で 1 デバイスのアテンションと一致し、"
-            f"all_to_all は {len(a2a)} 回（軸 {shown}）です。")
+
+@exercise("6.8b-4", "ulysses_attention")
+def check_ulysses_attention(fn):
+    rng = exercise_rng(4)
+    results = []
+    for mesh in section_meshes():
+        got, eqns, (q, k, v, h, b, d, n) = _run(fn, mesh, rng, after_1d=bool(results))
+        names = {e.primitive.name for e in eqns}
+        if names & GATHER:
+            raise Fail("all_gather で K/V を集めています。この問題では all_to_all で系列の分割をヘッドの分割に入れ替えます。")
+        if names & PERMUTE:
+            raise Fail("ppermute で回しています（リングの方式）。この問題は all_to_all で分割を入れ替える方式です。")
+        if names & PSUM:
+            raise Fail(f"{', '.join(sorted(names & PSUM))} で足し合わせています。all-to-all 方式では入れ替えて計算し、戻すだけです。")
+        a2a = [e for e in eqns if e.primitive.name in ALL_TO_ALL]
+        if not a2a:
+            raise Fail("jaxpr に all_to_all がありません。lax.all_to_all で系列の分割をヘッドの分割に入れ替えます。")
+        if any(not e.params.get("tiled", False) for e in a2a):
+            raise Fail("all_to_all が tiled=False なので、新しい軸が増えます。tiled=True で、受け取った分をつなぐ軸に連結します。")
+        axes = [(int(e.params["split_axis"]), int(e.params["concat_axis"])) for e in a2a]
+        if all(len(e.invars[0].aval.shape) == 3 for e in a2a):   # q, k, v を別々に送った場合: 軸の番号を直接確かめる
+            if axes[0] == (1, 0):
+                raise Fail("最初の all_to_all が split_axis=1, concat_axis=0 で、本編の (系列, ヘッド, 次元) の並びの軸です。"
+                           "ここではヘッドが 0 軸、系列が 1 軸です。")
+            if set(axes) - {(0, 1), (1, 0)} or (0, 1) not in axes or (1, 0) not in axes:
+                shown = ", ".join(f"({s}, {c})" for s, c in axes)
+                raise Fail(f"all_to_all の (split_axis, concat_axis) が {shown} です。"
+                           "入れ替えと戻しで、ヘッドの軸と系列の軸を逆の役割にします。")
+        want = _attention_np(q, k, v)      # ヘッドごとに独立: 1 デバイスで全ヘッドを計算したもの
+        if not same(got, want, rtol=1e-4, atol=1e-5):
+            if results:
+                raise Fail("1 次元のメッシュでは一致し、data × seq の 2 次元のメッシュでは一致しません。"
+                           "軸 seq の大きさを jax.device_count() で読んでいないか確かめましょう。")
+            raise Fail("出力が 1 デバイスのアテンションと一致しません。入れ替え、attention_hsd、戻しの順と軸を確かめましょう。")
+        results.append((n, len(a2a)))
+    shown = "、".join(f"seq = {n}" for n, _ in results)
+    return f"1 次元と 2 次元のメッシュ（{shown}）で 1 デバイスのアテンションと一致し、all_to_all は {results[0][1]} 回です。"

@@ -1,4 +1,4 @@
-"""6.8b-3 dropped_choices: top-2 のルーターで、どの選択が容量を超えて落ちるか。"""
+"""6.8b-3 dropped_choices: top-2 のルータで、どの選択が容量を超えてドロップされるか。"""
 from __future__ import annotations
 
 import math
@@ -64,17 +64,17 @@ def test_int_mask_is_accepted():
     (dict(order="reversed"), ("2 番目の選択を先に",)),
     (dict(offset=-1), ("1 つ多く",)),
     (dict(offset=1), ("1 つ少なく",)),
-    (dict(invert=True), ("逆です",)),
-    (dict(counts=True), ("専門家ごとの数",)),
+    (dict(invert=True), ("True と False が逆",)),
+    (dict(counts=True), ("エキスパートごとの数",)),
 ])
 def test_natural_mistakes_are_named(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
 
 
 def test_other_wrong_values():
-    expect(EX, lambda ids, e, c: np.arange(np.size(ids)).reshape(np.shape(ids)) % 3 == 0, Status.FAIL, "落ちた選択の数が違います")
+    expect(EX, lambda ids, e, c: np.arange(np.size(ids)).reshape(np.shape(ids)) % 3 == 0, Status.FAIL, "個のはずが")
     expect(EX, lambda ids, e, c: np.zeros(np.shape(ids), np.float32) + 0.5, Status.FAIL, "dtype")
-    expect(EX, lambda ids, e, c: np.zeros((2, 2), bool), Status.FAIL, "形が違います")
+    expect(EX, lambda ids, e, c: np.zeros((2, 2), bool), Status.FAIL, "同じ形", "のはずが")
 
 
 def test_not_done_and_learner_error():
