@@ -23,6 +23,7 @@ import math
 
 __all__ = ["Config", "LOGICAL_AXES", "MESH_AXES", "RULES", "init_params", "logical_axes", "forward", "loss",
            "mesh_axes", "to_mesh_spec", "specs", "shardings", "mesh_shape", "make_mesh", "batch_sharding",
+           "ACTIVATION", "activation_sharding",
            "param_count", "flops_per_token"]
 
 LOGICAL_AXES = ("batch", "layers", "vocab", "embed", "heads", "head_dim", "mlp", "norm", "pos")
@@ -115,7 +116,7 @@ def _rms_norm(x, scale):
     return x * (scale / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6))
 
 
-def _block(p, x):
+def _block(p, x, shard):
     import jax
     import jax.numpy as jnp
 
@@ -130,24 +131,29 @@ def _block(p, x):
     att = jax.nn.softmax(scores, axis=-1)
     o = jnp.einsum("bhqs,bshk->bqhk", att, v)
     x = x + jnp.einsum("bthk,hkd->btd", o, p["wo"])
+    x = shard(x)
     h = _rms_norm(x, p["ln2"])
-    return x + jax.nn.gelu(h @ p["w_in"]) @ p["w_out"]
+    return shard(x + jax.nn.gelu(h @ p["w_in"]) @ p["w_out"])
 
 
-def forward(params, tokens, config: Config):
-    """tokens (batch, seq) の int → logits (batch, seq, vocab) の float32。位置 t の logits は t+1 のバイトの予測。"""
+def forward(params, tokens, config: Config, shard=None):
+    """tokens (batch, seq) の int → logits (batch, seq, vocab) の float32。位置 t の logits は t+1 のバイトの予測。
+
+    shard（省略可、:func:`activation_sharding` が作る）は、層の間の活性値 (batch, seq, embed) のシャーディングを
+    指定する関数です。省くと何も指定せず、配置はコンパイラに任せます（1 デバイスではこれで足ります）。"""
     from jax import lax
 
-    x = params["embed"][tokens] + params["pos"][: tokens.shape[1]]
-    x, _ = lax.scan(lambda x, p: (_block(p, x), None), x, params["blocks"])
+    shard = shard or (lambda x: x)
+    x = shard(params["embed"][tokens] + params["pos"][: tokens.shape[1]])
+    x, _ = lax.scan(lambda x, p: (_block(p, x, shard), None), x, params["blocks"])
     return _rms_norm(x, params["ln_f"]) @ params["unembed"]
 
 
-def loss(params, tokens, config: Config):
+def loss(params, tokens, config: Config, shard=None):
     """tokens (batch, seq+1): 先頭 seq 個から次のバイトを当てる交差エントロピーの、全位置・全サンプルの平均。"""
     import optax
 
-    logits = forward(params, tokens[:, :-1], config)
+    logits = forward(params, tokens[:, :-1], config, shard)
     return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
 
@@ -199,6 +205,22 @@ def shardings(axes, rules: dict, mesh):
     return jax.tree.map(lambda s: NamedSharding(mesh, to_mesh_spec(s, rules, mesh)), axes, is_leaf=_is_spec)
 
 
+ACTIVATION = ("batch", None, None)   # 層の間の活性値 (batch, seq, embed) の論理軸: バッチだけを分割
+
+
+def activation_sharding(rules: dict, mesh):
+    """活性値 (batch, seq, embed) を論理軸 ``ACTIVATION`` のシャーディングに固定する関数（jit の中で使う）。
+
+    FSDP の規則では embed の軸が fsdp に分割されるので、指定しないとコンパイラが活性値の embed の軸まで
+    fsdp に分割しようとして、バッチの分割とぶつかります。MaxText の ``activation_batch`` などと同じ考え方です。"""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(mesh, to_mesh_spec(P(*ACTIVATION), rules, mesh))
+    return lambda x: jax.lax.with_sharding_constraint(x, sharding)
+
+
 def batch_sharding(rules: dict, mesh):
     """トークンのバッチ (batch, seq) の ``NamedSharding``（バッチ軸は論理軸 ``batch``）。"""
     from jax.sharding import NamedSharding
@@ -208,13 +230,19 @@ def batch_sharding(rules: dict, mesh):
 
 
 def mesh_shape(n: int) -> tuple[int, int, int]:
-    """n 個のデバイスの (data, fsdp, tensor)。偶数なら tensor=2、残りが 4 以上の偶数なら data=2、残りは fsdp。
+    """n 個のデバイスの (data, fsdp, tensor)。偶数なら tensor=2。残り r が 4 以上の偶数なら data=2・fsdp=r/2、
+    それ以外で tensor=2 なら data=r、奇数なら fsdp=n。
 
-    8 → (2, 2, 2)、4 → (1, 2, 2)、2 → (1, 1, 2)、6 → (1, 3, 2)、5 → (1, 5, 1)、3 → (1, 3, 1)、1 → (1, 1, 1)。"""
+    8 → (2, 2, 2)、4 → (2, 1, 2)、2 → (1, 1, 2)、6 → (3, 1, 2)、12 → (2, 3, 2)、5 → (1, 5, 1)、3 → (1, 3, 1)、
+    1 → (1, 1, 1)。data=1 のまま fsdp と tensor の両方を 2 以上にすると、XLA（0.12）の分割器が重みの勾配の
+    計算で活性値を複製し直す（「Involuntary full rematerialization」の警告）ので、その形は選びません。"""
     tensor = 2 if n % 2 == 0 else 1
     rest = n // tensor
-    data = 2 if rest % 2 == 0 and rest >= 4 else 1
-    return data, rest // data, tensor
+    if tensor == 1:
+        return 1, rest, 1
+    if rest % 2 == 0 and rest >= 4:
+        return 2, rest // 2, tensor
+    return rest, 1, tensor
 
 
 def make_mesh(devices=None):

@@ -1,0 +1,95 @@
+"""6.9 節: 複数プロセスで小さな言語モデルを学習し、k ステップおきに Orbax でチェックポイントを保存するスクリプト。
+
+6.6 節のランチャで起動します（``--script`` にこのファイルを渡す。ランチャが ``--coordinator`` ``--num-processes``
+``--process-id`` を足します）::
+
+    python -m ch6.multihost.launch -n 2 --devices 2 --grace 5 --script <このファイル> -- --dir CKPT --steps 9
+
+していること:
+
+- ``jax.distributed.initialize`` の後、全プロセスのデバイスで ``(data, fsdp, tensor)`` のメッシュを作り、
+  規則 ``fsdp_tp`` で状態を配置します。
+- ``--dir`` に完全に書き終えたチェックポイントがあれば、その最新のものから再開します（状態とデータの位置）。
+  なければ最初から学習します。書きかけのチェックポイント（一時ディレクトリ）は Orbax が数えません。
+- 各プロセスは :class:`ch6.capstone.data.ByteBatches` でグローバルバッチのうちそのプロセスの行だけを作ります。
+- ``--save-every k`` ステップおきに非同期で保存します。
+- ``--die-at s --die-process p``: プロセス p が、ステップ s の保存を始めた直後に SIGKILL で自分を止めます
+  （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。
+- 最後に ``RESULT {...}`` の 1 行（JSON）を出します（再開したステップ、各ステップの損失）。
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="ch6/capstone/worker.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--coordinator")
+    ap.add_argument("--num-processes", type=int)
+    ap.add_argument("--process-id", type=int)
+    ap.add_argument("--dir", required=True, help="チェックポイントのディレクトリ")
+    ap.add_argument("--steps", type=int, default=9, help="学習の最後のステップ（再開しても、ここで終わる）")
+    ap.add_argument("--save-every", type=int, default=3)
+    ap.add_argument("--die-at", type=int, help="このステップの保存を始めた直後に止まる")
+    ap.add_argument("--die-process", type=int, default=1)
+    ap.add_argument("--heartbeat-timeout", type=int, default=10)
+    ap.add_argument("--json", action="store_true", help="（ランチャが付ける。RESULT 行はいつも出す）")
+    args = ap.parse_args(argv)
+
+    import jax
+
+    if args.num_processes and args.num_processes > 1:
+        jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
+                                   process_id=args.process_id, coordinator_bind_address=args.coordinator,
+                                   initialization_timeout=60, heartbeat_timeout_seconds=args.heartbeat_timeout,
+                                   shutdown_timeout_seconds=10)
+    from ch6 import lm
+    from ch6.capstone import data, train
+
+    pid, count = jax.process_index(), jax.process_count()
+    mesh = lm.make_mesh(jax.devices())
+    rules = lm.RULES["fsdp_tp"]
+    sh = train.state_shardings(train.CONFIG, rules, mesh)
+    batch_sh = lm.batch_sharding(rules, mesh)
+    step = train.make_step(train.CONFIG, rules, sh, batch_sh)
+    batches = data.ByteBatches(train.BATCH, train.SEQ, process_index=pid, process_count=count)
+    mgr = train.manager(os.path.abspath(args.dir), asynchronous=True)
+    latest = mgr.latest_step()
+    shape = dict(mesh.shape)
+    print(f"{count} プロセス、グローバルデバイス {jax.device_count()} 個、メッシュ {shape}、"
+          f"このプロセスのバッチの行 {batches.rows.start}:{batches.rows.stop}", flush=True)
+    if latest is None:
+        state = train.init_state(train.CONFIG, jax.random.key(0), sh)
+        print("チェックポイントがないので、ステップ 0 から学習します", flush=True)
+    else:
+        state, data_state = train.restore(mgr, train.abstract_state(train.CONFIG, sh), latest)
+        batches.restore(data_state)
+        print(f"ステップ {latest} のチェックポイントから再開します（データの位置 {batches.position}）", flush=True)
+    start = int(state["step"])
+    losses = []
+    while int(state["step"]) < args.steps:
+        state, loss = step(state, train.put_batch(next(batches), batch_sh, train.BATCH))
+        s = int(state["step"])
+        losses.append(float(loss))
+        print(f"ステップ {s}: 損失 {loss:.2f}", flush=True)
+        if s % args.save_every == 0 and train.save(mgr, state, batches.state()):
+            print(f"ステップ {s} の保存を始めました", flush=True)
+        if args.die_at == s and args.die_process == pid:
+            print(f"模擬故障: process {pid} は保存の途中で止まります (SIGKILL)", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    mgr.wait_until_finished()
+    print(f"ステップ {args.steps} まで終わりました。完全なチェックポイント: {mgr.all_steps()}", flush=True)
+    print("RESULT " + json.dumps({"process": pid, "start": start, "losses": losses}), flush=True)
+    mgr.close()
+    if count > 1:
+        jax.distributed.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
