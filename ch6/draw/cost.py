@@ -16,7 +16,6 @@ import numpy as np
 
 from ._base import Drawing, _figure, color
 
-
 _STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _HATCHES = ("", "//", "..", "xx")
@@ -80,11 +79,13 @@ def step_times(counts: Sequence[int], curves: Mapping[str, Sequence[float]],
         ax.plot(counts, ys, color=color(k), marker=_MARKERS[k % len(_MARKERS)], ms=max(9 - 1.5 * k, 3),
                 mec="black", mew=0.5, lw=1.6, ls=_STYLES[k % len(_STYLES)], zorder=2 + k)
         ends.append((float(np.log10(ys[-1])), name))
-    # 右端の名前が重ならないように、縦に少しずつずらす（対数の軸で 0.07 桁以上離す）
+    # 右端の名前が重ならないように、縦に少しずつずらす（縦軸の幅の 6 % 以上離す、対数の軸）
     ends.sort()
+    logs = np.log10(np.array([v for vals in curves.values() for v in vals], dtype=float) * 1e3)
+    gap = 0.06 * max(float(logs.max() - logs.min()), 0.5)
     placed: list[float] = []
     for y, _ in ends:
-        placed.append(max(y, placed[-1] + 0.07) if placed else y)
+        placed.append(max(y, placed[-1] + gap) if placed else y)
     for (_, name), y in zip(ends, placed):
         ax.text(counts[-1] * 1.15, 10**y, name, va="center", ha="left", fontsize=8, color="#222222")
     if mark is not None:
