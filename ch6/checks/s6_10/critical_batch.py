@@ -1,0 +1,80 @@
+"""6.10-2 decode_critical_batch: デコードの 1 ステップが計算律速になる最小のバッチ（KV キャッシュの読み込みを含む）。"""
+from __future__ import annotations
+
+import math
+
+from ...checking import Fail, call, exercise
+from .common import exercise_rng, whole_number
+
+# 必須: 2·B·N / flops >= (w·N + B·context·kv) / hbm_bw を満たす最小の整数 B >= 1。なければ None。
+
+
+def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
+    """compute_per_row·B >= mem_fixed + mem_per_row·B の最小の整数 B >= 1（なければ None）。"""
+    gain = compute_per_row - mem_per_row
+    if gain <= 0:
+        return None
+    return max(1, math.ceil(mem_fixed / gain))
+
+
+def _answer(n, w, kv, ctx, flops, bw, *, tokens=1, with_kv=True, weight=None):
+    per_row = 2 * n * tokens / flops
+    mem_row = (tokens * ctx * kv / bw) if with_kv else 0.0
+    return _smallest(per_row, (w if weight is None else weight) * n / bw, mem_row)
+
+
+def _cases():
+    r = exercise_rng(2)
+    out = []
+    while len(out) < 5:
+        n = float(r.integers(10**9, 7 * 10**10))
+        w = 1 + len(out) % 2                                    # int8 と bf16 の重みを交互に
+        kv = float(r.integers(2 * 10**4, 4 * 10**5))
+        ctx = int(r.choice([256, 1024, 4096, 16384]))
+        flops, bw = float(r.uniform(2e14, 2e15)), float(r.uniform(8e11, 8e12))
+        b = _answer(n, w, kv, ctx, flops, bw)
+        gain = 2 * n / flops - ctx * kv / bw
+        if b is not None and abs(w * n / bw / gain - round(w * n / bw / gain)) < 1e-3:
+            continue                                            # 境目に近すぎる組は使わない
+        exists = sum(c[-1] is not None for c in out)
+        if (b is None and len(out) - exists >= 1) or (b is not None and exists >= 4):
+            continue                                            # 計算律速になる組 4 つと、ならない組 1 つ
+        out.append((n, w, kv, ctx, flops, bw, b))
+    out.sort(key=lambda c: c[-1] is None)
+    return [c[:-1] for c in out]
+
+
+@exercise("6.10-2", "decode_critical_batch")
+def check_decode_critical_batch(fn):
+    cases = _cases()
+    got = []
+    for n, w, kv, ctx, flops, bw in cases:
+        value = call(fn, n, w, kv, ctx, flops, bw)
+        got.append(None if value is None else whole_number(value, "decode_critical_batch の戻り値"))
+    want = [_answer(*c) for c in cases]
+    if got == want:
+        return (f"隠しのモデルとチップ {len(cases)} 通り（計算律速にならない組を含む）で、"
+                "計算律速になる最小のバッチが一致しました。")
+    mistakes = [
+        (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
+                             "FLOP は 2·B·N、読む KV は B·context·kv です（B·context トークン分の計算はしません）。"),
+        (dict(with_kv=False), "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
+                              "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
+        (dict(with_kv=False, weight=2), "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"
+                                        "KV キャッシュの読み込みを入れて、2·B·N / flops と比べます。"),
+    ]
+    for kw, text in mistakes:
+        alt = [_answer(*c, **{k: (c[3] if v == "ctx" else v) for k, v in kw.items()}) for c in cases]
+        if got == alt:
+            raise Fail(text)
+    k = next(i for i, (g, x) in enumerate(zip(got, want)) if g != x)
+    if want[k] is None:
+        raise Fail(f"計算律速にならない組（1 行の KV を読む時間が 1 行の計算より長い）で {got[k]} を返しています。"
+                   "バッチを増やしても追いつかないので None を返します。")
+    if got[k] is None:
+        raise Fail(f"計算律速になる組で None を返しています。この組は B = {want[k]} で計算の時間がメモリの時間に届きます。")
+    if got[k] == want[k] - 1:
+        raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、切り捨てではなく"
+                   "切り上げ（math.ceil）です。")
+    raise Fail(f"隠しの組の 1 つで、最小のバッチは {want[k]} のはずが {got[k]} でした。"
+               "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解きましょう。")

@@ -1,0 +1,67 @@
+"""6.10-1 max_batch: 重みと KV キャッシュが HBM に収まる最大のバッチ。"""
+from __future__ import annotations
+
+from ...checking import Fail, call, exercise
+from .common import exercise_rng, kv_bytes_per_seq, whole_number
+
+# 必須: 重み + B × (1 系列のキャッシュ) <= hbm_bytes となる最大の整数 B（等号は収まる）。重みだけで超えるなら 0。
+# キャッシュは 層 × 2（K と V）× KV ヘッド × ヘッドの次元 × 長さ × 1 値のバイト。
+
+
+def _answer(model, seq_len, bytes_per_value, weight_bytes, hbm_bytes, **kw) -> int:
+    per_seq = kv_bytes_per_seq(model, seq_len, bytes_per_value, **kw)
+    return max(0, int((hbm_bytes - weight_bytes) // per_seq))
+
+
+def _cases():
+    r = exercise_rng(1)
+    out = []
+    for _ in range(4):
+        kv = int(r.choice([2, 4, 8]))
+        model = {"n_layers": int(r.integers(12, 81)), "n_heads": kv * int(r.choice([2, 4, 8])), "n_kv_heads": kv,
+                 "head_dim": int(r.choice([64, 128])), "n_params": int(r.integers(10**9, 7 * 10**10))}
+        bpv = int(r.choice([1, 2]))
+        weight = model["n_params"] * int(r.choice([1, 2]))
+        seq = int(r.choice([2048, 4096, 8192, 32768]))
+        per_seq = kv_bytes_per_seq(model, seq, bpv)
+        hbm = weight + int(per_seq * float(r.uniform(3.3, 60.7)))
+        out.append((model, seq, bpv, weight, hbm))
+    # ちょうど 7 系列で満杯になる組（等号は収まる）と、重みだけで HBM を超える組
+    model, seq, bpv, weight, _ = out[0]
+    out.append((model, seq, bpv, weight, weight + 7 * kv_bytes_per_seq(model, seq, bpv)))
+    out.append((model, seq, bpv, weight, weight * 9 // 10))
+    return out
+
+
+_MISTAKES = [
+    (dict(kv_factor=1), "K だけを数えています。キャッシュは層ごとに K と V の 2 つを持つので、1 系列のバイトに 2 を掛けます。"),
+    (dict(heads_key="n_heads"), "クエリのヘッドの数で数えています。GQA ではキャッシュに入るのは KV ヘッドの分だけなので、"
+                                "model['n_kv_heads'] を使います。"),
+]
+
+
+@exercise("6.10-1", "max_batch")
+def check_max_batch(fn):
+    cases = _cases()
+    got = []
+    for model, seq, bpv, weight, hbm in cases:
+        value = call(fn, dict(model), seq, bpv, weight, hbm)
+        got.append(whole_number(value, "max_batch の戻り値"))
+    want = [_answer(*c) for c in cases]
+    if got == want:
+        return f"隠しのモデルとチップ {len(cases)} 通り（ちょうど満杯、重みだけで超える組を含む）で、最大のバッチが一致しました。"
+    for kw, text in _MISTAKES:
+        if got == [_answer(*c, **kw) for c in cases]:
+            raise Fail(text)
+    if got == [int(hbm // kv_bytes_per_seq(m, s, b)) for m, s, b, _, hbm in cases[:-1]] + [got[-1]]:
+        raise Fail("重みのバイトを引いていません。HBM には重みも載るので、使えるのは hbm_bytes - weight_bytes です。")
+    k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    if k == len(cases) - 2 and got[k] == want[k] - 1:
+        raise Fail("ちょうど満杯になる組で 1 つ少なく返しています。重みとキャッシュの合計が hbm_bytes に等しいときは"
+                   "収まるので、比較は <= です。")
+    if k == len(cases) - 1 and got[k] < 0:
+        raise Fail(f"重みだけで HBM を超える組で {got[k]} を返しています。収まるバッチがないときは 0 を返します。")
+    if got[k] == want[k] + 1:
+        raise Fail(f"収まる数より 1 つ多い {got[k]} を返しています（正しくは {want[k]}）。切り上げではなく切り捨てです。")
+    raise Fail(f"隠しの組の 1 つで、最大のバッチは {want[k]} のはずが {got[k]} でした。"
+               "1 系列のキャッシュのバイトと、残りの HBM の割り算を確かめましょう。")

@@ -1,0 +1,97 @@
+"""6.10-4 make_write_slot: 連続バッチ処理で、プロンプトの K/V をキャッシュのスロットに書く jit 済みの関数。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import serving
+from ...checking import Fail, LearnerError, call, exercise, n_devices
+from .common import exercise_rng
+
+# 必須: make_write_slot() は jax.jit(…, donate_argnums=0) した関数を返す。write(cache, kv_new, slot, length) は
+# cache[:, slot, :length] = kv_new[:, :length]、cache[:, slot, length:] = 0、ほかのスロットはそのまま。
+# slot と length は値として扱う（どの要求でもコンパイルは 1 回）。
+
+
+def _reference(cache, kv_new, slot, length):
+    out = cache.copy()
+    out[:, slot] = 0
+    out[:, slot, :length] = kv_new[:, :length]
+    return out
+
+
+def _inputs():
+    r = exercise_rng(4)
+    slots = n_devices() + 2
+    layers, t, p, kv, e = 2, 13, 7, 2, 3
+    cache = r.normal(size=(layers, slots, t, kv, e)).astype(np.float32)      # 前の要求の K/V（0 でない）
+    news = [r.normal(size=(layers, p, kv, e)).astype(np.float32) for _ in range(4)]
+    calls = [(1, 4), (0, p), (slots - 1, 1), (1, 2)]
+    return cache, news, calls
+
+
+def _explain(exc: BaseException) -> str | None:
+    name = type(exc).__name__
+    static_slice = isinstance(exc, IndexError) and "static" in str(exc)
+    if static_slice or "Concretization" in name or "TracerIntegerConversion" in name or "TracerBool" in name:
+        return (f"slot か length がトレースされた値のときに {name} が起きました。Python のスライス [:length] や int(slot) は"
+                "使えません。lax.dynamic_update_slice と、位置 < length のマスク（jnp.where）で書きましょう。")
+    return None
+
+
+@exercise("6.10-4", "make_write_slot")
+def check_make_write_slot(fn):
+    import jax
+
+    write = call(fn)
+    if not callable(write):
+        raise Fail(f"make_write_slot は関数を返すはずが、{type(write).__name__} が返りました。")
+    if not hasattr(write, "lower"):
+        raise Fail("返した関数が jax.jit で包まれていません。要求ごとに Python で配列を作り直さないよう、"
+                   "jax.jit(…, donate_argnums=0) した関数を返します。")
+    cache_np, news, calls = _inputs()
+    cache = jax.device_put(cache_np)
+    want = cache_np
+    for k, (slot, length) in enumerate(calls):
+        before = cache
+        try:
+            if k == 0:
+                cache = call(write, cache, news[k], slot, length)
+            else:
+                with serving.compile_counter() as compiles:
+                    cache = call(write, cache, news[k], slot, length)
+                if compiles.count:
+                    raise Fail("要求ごとにコンパイルし直しています（slot か length が静的な引数です）。"
+                               "値として渡し、lax.dynamic_update_slice とマスクで書けば、コンパイルは 1 回です。")
+        except LearnerError as exc:
+            text = _explain(exc.exc)
+            if text:
+                raise Fail(text) from None
+            raise
+        shape = tuple(getattr(cache, "shape", ())) if hasattr(cache, "shape") else None
+        if shape != want.shape:
+            raise Fail(f"戻り値はキャッシュと同じ形 {want.shape} のはずが、"
+                       f"{shape if shape is not None else type(cache).__name__} でした。")
+        if not before.is_deleted():
+            raise Fail("キャッシュを譲渡していないので、XLA は呼ぶたびにキャッシュ全体をコピーします。"
+                       "jax.jit(…, donate_argnums=0) で第 1 引数を譲渡します。")
+        got = np.array(cache, copy=True)   # コピー（NumPy の参照が残ると、次の呼び出しで譲渡できない）
+        new_want = _reference(want, news[k], slot, length)
+        if not np.allclose(got, new_want, atol=1e-6):
+            others = [s for s in range(want.shape[1]) if s != slot]
+            if not np.allclose(got[:, others], want[:, others], atol=1e-6):
+                raise Fail(f"スロット {slot} に書いたとき、ほかのスロットも変わりました。書き換えるのは "
+                           "cache[:, slot] だけです（スロットは軸 1）。")
+            row = got[:, slot]
+            if np.allclose(row[:, :length], news[k][:, :length], atol=1e-6):
+                p = news[k].shape[1]
+                if length < p and np.allclose(row[:, length:p], news[k][:, length:p], atol=1e-6):
+                    raise Fail(f"length = {length} より後の位置にも kv_new のパディングを書いています。"
+                               "位置 < length だけを書き、残りは 0 にします。")
+                raise Fail(f"length = {length} より後の位置に、前の要求の K/V が残っています。"
+                           "新しい要求のスロットは、位置 length 以降を 0 にします。")
+            raise Fail(f"スロット {slot} の位置 0..{length - 1} が kv_new[:, :{length}] と一致しません。"
+                       "書き込む軸（層, スロット, 位置, …）の順を確かめましょう。")
+        want = new_want
+        del got, before
+    return (f"隠しのスロット {want.shape[1]} 個に {len(calls)} 件を書き、値、譲渡、"
+            "コンパイル 1 回（2 件目からはコンパイルなし）を確かめました。")

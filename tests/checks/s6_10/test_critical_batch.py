@@ -1,0 +1,57 @@
+"""6.10-2 decode_critical_batch: デコードが計算律速になる最小のバッチ（KV キャッシュの読み込みを含む）。"""
+from __future__ import annotations
+
+import math
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.10-2"
+
+
+def make(tokens_ctx=False, with_kv=True, weight=None, rounding=math.ceil, none_when_never=True):
+    def decode_critical_batch(n, w, kv, ctx, flops, bw):
+        t = ctx if tokens_ctx else 1
+        gain = 2 * n * t / flops - (t * ctx * kv / bw if with_kv else 0.0)
+        if gain <= 0:
+            return None if none_when_never else 10**6
+        return max(1, int(rounding((weight or w) * n / bw / gain)))
+    return decode_critical_batch
+
+
+def test_reference_and_a_search_pass():
+    expect(EX, make(), Status.PASS, "計算律速にならない組")
+
+    def search(n, w, kv, ctx, flops, bw):
+        if 2 * n / flops <= ctx * kv / bw:
+            return None
+        lo, hi = 1, 1
+        while 2 * hi * n / flops < (w * n + hi * ctx * kv) / bw:
+            hi *= 2
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if 2 * mid * n / flops >= (w * n + mid * ctx * kv) / bw:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+    expect(EX, search, Status.PASS)
+
+
+def test_named_mistakes():
+    expect(EX, make(tokens_ctx=True), Status.FAIL, "プリフィルの形")
+    expect(EX, make(with_kv=False), Status.FAIL, "KV キャッシュの読み込みを入れていません")
+    expect(EX, make(with_kv=False, weight=2), Status.FAIL, "リッジポイント")
+    expect(EX, make(rounding=math.floor), Status.FAIL, "切り上げ")
+    expect(EX, make(none_when_never=False), Status.FAIL, "None を返します")
+
+
+def test_other_wrong_answers():
+    expect(EX, lambda *a: None, Status.FAIL, "None を返しています")
+    expect(EX, lambda *a: 7, Status.FAIL, "最小のバッチは")
+    expect(EX, lambda *a: 7.5, Status.FAIL, "小数")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")

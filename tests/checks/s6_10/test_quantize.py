@@ -1,0 +1,63 @@
+"""6.10-5 quantize: 出力チャネルごとの対称な int8 の量子化。"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.10-5"
+
+
+def make(axis=0, levels=127.0, rounding=jnp.round, zero_guard=True, clip=True, dtype=jnp.int8, keepdims=False):
+    def quantize(w):
+        amax = jnp.max(jnp.abs(w), axis=axis, keepdims=keepdims)
+        scale = jnp.where(amax > 0, amax / levels, 1.0) if zero_guard else amax / levels
+        x = rounding(w / scale)
+        if clip:
+            x = jnp.clip(x, -127, 127)
+        return x.astype(dtype), scale
+    return quantize
+
+
+def test_reference_and_numpy_pass():
+    expect(EX, make(), Status.PASS, "外れ値の列")
+
+    def with_numpy(w):
+        amax = np.abs(w).max(axis=0)
+        scale = np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
+        return np.rint(w / scale).astype(np.int8), scale
+    expect(EX, with_numpy, Status.PASS)
+
+
+def test_named_mistakes():
+    expect(EX, make(axis=None), Status.FAIL, "スカラー")
+    def per_input(w):
+        scale = jnp.max(jnp.abs(w), axis=1) / 127.0
+        return jnp.round(w / scale[:, None]).astype(jnp.int8), scale
+    expect(EX, per_input, Status.FAIL, "入力の軸")
+    expect(EX, make(keepdims=True), Status.FAIL, "出力チャネルごとの")
+    expect(EX, make(zero_guard=False), Status.FAIL, "0 で割る")
+    expect(EX, make(levels=128.0, clip=False), Status.FAIL, "128 で割った")
+    expect(EX, lambda w: (jnp.full(w.shape, -128, jnp.int8), make()(w)[1]), Status.FAIL, "範囲を超えます")
+    expect(EX, make(levels=100.0), Status.FAIL, "使い切っていません")
+    expect(EX, make(rounding=jnp.floor), Status.FAIL, "jnp.round")
+    expect(EX, make(dtype=jnp.float32), Status.FAIL, "int8")
+
+
+def test_other_wrong_answers():
+    expect(EX, lambda w: make()(w)[0], Status.FAIL, "2 つ組")
+    expect(EX, lambda w: (make()(w)[0][:2], make()(w)[1]), Status.FAIL, "q の形")
+    expect(EX, lambda w: (make()(w)[0], -make()(w)[1]), Status.FAIL, "0 以下")
+
+    def nan_scale(w):
+        q, scale = make()(w)
+        return q, scale.at[0].set(jnp.nan)
+    expect(EX, nan_scale, Status.FAIL, "NaN")
+    expect(EX, lambda w: (make()(w)[0], 3), Status.FAIL, "配列で返します")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")

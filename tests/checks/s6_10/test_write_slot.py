@@ -1,0 +1,78 @@
+"""6.10-4 make_write_slot: プロンプトの K/V をスロットに書く jit 済みの関数。"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.10-4"
+
+
+def write(cache, kv_new, slot, length, *, clear=True, mask=True, slot_axis=1):
+    layers, _, t, kv, e = cache.shape
+    keep = (jnp.arange(kv_new.shape[1]) < length)[None, :, None, None]
+    new = jnp.where(keep, kv_new, 0) if mask else kv_new
+    if clear:
+        row = lax.dynamic_update_slice(jnp.zeros((layers, t, kv, e), cache.dtype), new.astype(cache.dtype), (0, 0, 0, 0))
+    else:
+        old = lax.dynamic_index_in_dim(cache, slot, axis=1, keepdims=False)
+        row = lax.dynamic_update_slice(old, jnp.where(keep, kv_new, old[:, :kv_new.shape[1]]), (0, 0, 0, 0))
+    start = (0, slot, 0, 0, 0) if slot_axis == 1 else (slot, 0, 0, 0, 0)
+    if slot_axis != 1:
+        return lax.dynamic_update_slice(cache, row[None, :1], start)
+    return lax.dynamic_update_slice(cache, row[:, None], start)
+
+
+def factory(donate=True, static=False, jit=True, **kw):
+    def make_write_slot():
+        fn = functools.partial(write, **kw)
+        if not jit:
+            return fn
+        opts = {"donate_argnums": 0} if donate else {}
+        if static:
+            opts["static_argnums"] = (2, 3)
+        return jax.jit(fn, **opts)
+    return make_write_slot
+
+
+def test_reference_and_at_set_pass():
+    expect(EX, factory(), Status.PASS, "コンパイル 1 回")
+
+    def with_at():
+        def w(cache, kv_new, slot, length):
+            pos = jnp.arange(cache.shape[2])
+            padded = jnp.zeros(cache.shape[:1] + cache.shape[2:], cache.dtype).at[:, :kv_new.shape[1]].set(kv_new)
+            row = jnp.where((pos < length)[None, :, None, None], padded, 0)
+            return cache.at[:, slot].set(row)
+        return jax.jit(w, donate_argnums=0)
+    expect(EX, with_at, Status.PASS)
+
+
+def test_named_mistakes():
+    expect(EX, factory(donate=False), Status.FAIL, "譲渡していない", "donate_argnums=0")
+    expect(EX, factory(static=True), Status.FAIL, "コンパイルし直して")
+    expect(EX, factory(jit=False), Status.FAIL, "jax.jit で包まれていません")
+    expect(EX, factory(clear=False), Status.FAIL, "前の要求の K/V が残って")
+    expect(EX, factory(mask=False), Status.FAIL, "パディング")
+    expect(EX, factory(slot_axis=0), Status.FAIL)
+
+
+def test_tracer_slicing_and_other_answers():
+    def python_slice():
+        def w(cache, kv_new, slot, length):
+            return cache.at[:, slot, :length].set(kv_new[:, :length])
+        return jax.jit(w, donate_argnums=0)
+    expect(EX, python_slice, Status.FAIL, "トレースされた値")
+    expect(EX, lambda: "nope", Status.FAIL, "str")
+    expect(EX, lambda: jax.jit(lambda c, k, s, n: c[:, 0], donate_argnums=0), Status.FAIL, "同じ形")
+    expect(EX, lambda: jax.jit(lambda c, k, s, n: c * 2, donate_argnums=0), Status.FAIL, "ほかのスロット")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")
