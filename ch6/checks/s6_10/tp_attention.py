@@ -23,8 +23,9 @@ def _reference(q, k, v, pos, wo, *, group="repeat", strict=False, scale=True, n=
     t = np.arange(k.shape[1])
     ok = (t[None, :] < pos[:, None]) if strict else (t[None, :] <= pos[:, None])
     s = np.where(ok[:, None, :], s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):          # 見えるキーがない行（誤ったマスク）は NaN のまま
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
     out = np.einsum("bht,bthe->bhe", p, v[:, :, idx])
     return np.einsum("bhe,hed->bd", out, wo)
 
