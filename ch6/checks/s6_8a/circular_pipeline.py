@@ -85,7 +85,7 @@ def _driver(fn, mesh, v_count: int, mb: int, width: int):
 
 
 def _first_wrong_pair(perm, n: int):
-    """送り元の順に見て、送り先が (i + 1) % n でない最初のデバイスと、その送り先（なければ None）。"""
+    """送信元の順に見て、送信先が (i + 1) % n でない最初のデバイスと、その送信先（なければ None）。"""
     dst = dict(perm)
     for i in range(n):
         if dst.get(i) != (i + 1) % n:
@@ -129,14 +129,14 @@ def _perms_or_fail(run, w, xs, n: int):
         if perm == right:
             continue
         i, got = _first_wrong_pair(perm, n)
-        where = f"デバイス {i} の送り先が {(i + 1) % n} になるはずが {'なし' if got is None else got} でした。"
+        where = f"デバイス {i} の送信先が {(i + 1) % n} になるはずが {'なし' if got is None else got} でした。"
         if n > 2 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
-            raise Fail(f"ppermute の向きが逆で、{where}組は (送り元, 送り先) です。")
+            raise Fail(f"ppermute の向きが逆で、{where}組は (送信元, 送信先) です。")
         if perm == frozenset((a, a + 1) for a in range(n - 1)):
-            raise Fail(f"最後のデバイスから 0 へ戻す組がなく、{where}送り先は (i + 1) % n にします。")
+            raise Fail(f"最後のデバイスから 0 へ戻す組がなく、{where}送信先は (i + 1) % n にします。")
         if n > 2 and perm == frozenset((a, (a + 2) % n) for a in range(n)):
             raise Fail(f"ppermute が 2 つ先へ送り、{where}1 ティックで進むのは 1 ステージです。")
-        raise Fail(f"ppermute の組で、{where}送り先は (i + 1) % n です。")
+        raise Fail(f"ppermute の組で、{where}送信先は (i + 1) % n です。")
     return perms
 
 

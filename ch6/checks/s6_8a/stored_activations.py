@@ -80,7 +80,7 @@ def check_peak_activations(fn):
              (f"{groups} 個ずつまとめて流す順番", simulate([_burst_order(m, groups) for _ in range(n)]))]
     for name, table in cases:
         want = peak_stored(table)
-        what = f"{name}の表（{n} ステージ、M = {m}）"
+        what = f"{name} の表（{n} ステージ、M = {m}）"
         got = _as_counts(call(fn, [list(row) for row in table]), n, what)
         if got == want:
             continue
@@ -89,11 +89,11 @@ def check_peak_activations(fn):
         if got == _forward_counts(table):
             raise Fail(said + "順伝播の数を数えていますが、B m が済んだ活性値は捨てるので 1 減らします。")
         if got == [max(want)] * n:
-            raise Fail(said + "全ステージで同じ最大値を返しています。ステージごとに別々に数えます。")
+            raise Fail(said + "全ステージで同じ最大値を返していますが、ステージごとに別々に数えます。")
         if got == _final_counts(table):
-            raise Fail(said + "表の最後に持っている数を返しています。途中の最大を返します。")
+            raise Fail(said + "表の最後に持っている数を返していますが、返すのは途中の最大です。")
         if got == _busy_counts(table):
-            raise Fail(said + "空きでないマスを数えています。F で 1 増え、B で 1 減ります。")
+            raise Fail(said + "空きでないマスを数えていますが、F で 1 増え、B で 1 減ります。")
         if got == [w - 1 for w in want]:
             raise Fail(said + "どのステージも 1 少ないので、F のティックで数を増やしてから最大を更新します。")
         if got == _before_first_backward(table):

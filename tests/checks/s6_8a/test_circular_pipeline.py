@@ -88,13 +88,13 @@ def test_reference_and_other_correct_answers_pass():
 @pytest.mark.skipif(N < 3, reason="2 デバイス以下では向きが同じ組になる")
 def test_wrong_direction_is_named():
     expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)]), Status.FAIL, "向きが逆",
-           "デバイス 0 の送り先が 1 になるはずが")
+           "デバイス 0 の送信先が 1 になるはずが")
 
 
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは戻す組しかない")
 def test_missing_wrap_around_is_named():
     msg = expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
-                 "0 へ戻す組がなく", f"デバイス {N - 1} の送り先が 0 になるはずが なし")
+                 "0 へ戻す組がなく", f"デバイス {N - 1} の送信先が 0 になるはずが なし")
     assert "…" not in msg  # 省略した同じに見える列ではなく、違う位置を言う
 
 
@@ -102,7 +102,7 @@ def test_missing_wrap_around_is_named():
 def test_two_hops_and_other_perms_are_named():
     expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i + 2) % n) for i in range(n)]), Status.FAIL, "2 つ先")
     expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL,
-           "ppermute の組で、デバイス 0 の送り先が 1 になるはずが 0 でした")
+           "ppermute の組で、デバイス 0 の送信先が 1 になるはずが 0 でした")
 
 
 def test_no_ppermute_is_named():
