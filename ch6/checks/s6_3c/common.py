@@ -20,8 +20,8 @@ def learner_eqns(fn, *args):
     except LearnerError as err:
         exc = err.exc
         if isinstance(exc, ValueError) and "set_mesh" in str(exc) and "outside of" in str(exc):
-            raise Fail("関数の中で jax.set_mesh を使っています。jax.set_mesh は jit やトレースの外でしか使えないので、"
-                       "メッシュは呼ぶ側で与えます（問題文のとおり、採点では with jax.set_mesh(mesh) の中で呼びます）。") from None
+            raise Fail("関数の中で jax.set_mesh を使っていますが、jax.set_mesh はトレースの外でしか使えません。"
+                       "メッシュは呼ぶ側の with jax.set_mesh(mesh) で与えます。") from None
         raise
 
 
@@ -33,5 +33,5 @@ def shard_map_axes(eqns) -> list[tuple[str, ...]]:
 def pair(out, what: str):
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"長さ {len(out)} の {type(out).__name__}" if isinstance(out, (tuple, list)) else type(out).__name__
-        raise Fail(f"{what}の 2 つ組（タプルでもリストでもよい）を返してください（受け取ったのは {got}）。")
+        raise Fail(f"{what}の 2 つ組のはずが、{got} でした。タプルかリストで返しましょう。")
     return out

@@ -18,7 +18,6 @@ from ...checking import (
     f32,
     is_close,
     n_devices,
-    one_line,
 )
 from ...meshes import mesh_2d_shape
 from ..sgd_update import step_with, update_mistake
@@ -55,24 +54,22 @@ def _run_step(step, placed, what):
     except LearnerError as err:
         text = str(err.exc)
         if "Differentiation rule for 'pmax'" in text:
-            raise Fail(f"{what}の呼び出しで、lax.pmax を通して微分しようとしてエラーになりました（pmax は微分できません）。"
-                       "全データの平均損失は lax.pmean(loss_fn(...), ('host', 'local')) で求めます。") from None
+            raise Fail(f"{what}の呼び出しで lax.pmax を通して微分したので、エラーになりました（pmax は微分できません）。"
+                       "全データの平均損失は lax.pmean で求めます。") from None
         if "out_specs which require replication" in text:
-            raise Fail(f"{what}の呼び出しで、out_specs=P() で返す値が、型の上ではまだデバイスごとに違う値（varying）のままです。"
-                       "バッチは 'host' と 'local' の両方の軸で分割されているので、lax.pmean(…, ('host', 'local')) のように、"
-                       "2 つの軸の両方で平均します（片方の軸だけでは、もう片方の軸の向きにはそろいません）。") from None
+            raise Fail(f"{what}の呼び出しで、out_specs=P() で返す値が、型の上でまだデバイスごとに違う値（varying）です。"
+                       "lax.pmean(…, ('host', 'local')) で 2 つの軸の両方で平均しましょう。") from None
         m = re.search(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg", text)
         if m:
-            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が、渡した x・y のシャーディング {m.group(2)} と合いません。"
-                       "x と y はバッチの軸を 2 つのメッシュ軸でまとめて分割した P(('host', 'local')) です"
-                       "（軸の順番も同じにします）。") from None
+            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が x・y のシャーディング {m.group(2)} と合いません。"
+                       "x と y は P(('host', 'local')) です（軸の順番も同じ）。") from None
         m = re.search(r"in_specs\[\d+\] is (P\(.*?\)) which has length 2", text)
         if m and "too long" in text:
-            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が 2 次元分の指定になっています。1 つのバッチの軸を "
-                       "2 つのメッシュ軸で分割するときは、軸の名前をタプルにまとめて P(('host', 'local')) と書きます。") from None
+            raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が 2 次元分の指定になっています。"
+                       "1 つの軸を 2 つのメッシュ軸で分割するときは P(('host', 'local')) と書きます。") from None
         if "must refer to an axis marked as manual" in text or re.search(r"unbound axis name: (?!host|local)", text):
-            raise Fail(f"{what}の呼び出しで、メッシュにない軸の名前が使われています（「{one_line(text, 70)}」）。"
-                       "この問題のメッシュの軸は 'host' と 'local' です（講義の 'data' はありません）。") from None
+            raise Fail(f"{what}の呼び出しで、メッシュにない軸の名前が使われています。"
+                       "この問題のメッシュの軸は 'host' と 'local' です（レッスンの 'data' はありません）。") from None
         raise
 
 
@@ -106,37 +103,36 @@ def _check_step_output(out, p0, x, y, n, d, what):
     w, b = dict_entry(new, "w", "new_params"), dict_entry(new, "b", "new_params")
     if getattr(w, "shape", None) == (n, d) and n > 1:
         raise Fail(f"'w' の形が ({n}, {d}) で、pmap のようにデバイスごとに積み重なっています。"
-                   "全デバイスで同じ結果は out_specs=P() で、形 (d,) の 1 つのグローバル配列として返します。")
+                   "全デバイスで同じ結果は out_specs=P() で、形 (d,) の配列として返します。")
     expect_shape(w, (d,), "new_params['w']", "out_specs=P() で複製された 1 つの配列を返します。")
     expect_shape(b, (), "new_params['b']", "out_specs=P() で複製された 1 つの配列を返します。")
     if getattr(loss, "shape", None) != ():
         shape = getattr(loss, "shape", None)
-        raise Fail(f"loss の形が {tuple(shape) if shape is not None else type(loss).__name__} です。"
-                   "全デバイスで平均した損失をスカラー（形 ()）で返します（lax.pmean と out_specs=P()）。")
+        raise Fail(f"loss はスカラー（形 ()）のはずが、{tuple(shape) if shape is not None else type(loss).__name__} でした。"
+                   "lax.pmean で平均し、out_specs=P() で返しましょう。")
     want, want_loss = _logistic_np(p0, x, y, HIDDEN_LR)
     plain, plain_loss = _logistic_np(p0, x, y, HIDDEN_LR, l2=0.0)
     if is_close(loss, plain_loss) or is_close(w, plain["w"]):
-        raise Fail("ステップが引数 loss_fn を使っていません: 採点で渡した損失（L2 正則化つき）ではなく、"
-                   "ノートブックの logistic_loss と同じ値になりました。body の中では引数の loss_fn を呼びます。")
+        raise Fail("ノートブックの logistic_loss と同じ値なので、チェックが渡した loss_fn が使われていません。"
+                   "body の中では引数の loss_fn を呼びます。")
     per = len(y) // n
     for axis, group in _one_axis_groups(n):
         part, part_loss = _logistic_np(p0, *_rows(x, y, group, per), HIDDEN_LR)
         if len(group) not in (1, n) and (is_close(loss, part_loss) or is_close(w, part["w"])):
-            raise Fail(f"{what}の値が違います: 平均が '{axis}' の軸の中だけで、全デバイスの平均になっていません。"
-                       "lax.pmean(…, ('host', 'local')) のように、2 つの軸の両方で平均します。")
+            raise Fail(f"{what}の平均が '{axis}' の軸の中だけで、全デバイスの平均になっていません。"
+                       "lax.pmean(…, ('host', 'local')) で 2 つの軸の両方で平均します。")
     expect_close(loss, want_loss, f"{what}の loss（更新前の全データの平均損失）",
-                 hint="各デバイスの損失を lax.pmean で全デバイスの平均にします。")
+                 )
     if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
-        raise Fail(f"更新が {n} 倍大きすぎます。check_vma=True（既定）の shard_map では、P() で渡したパラメータの勾配は"
-                   "自動で全デバイス分 psum されるので、その後の pmean では平均になりません。"
+        raise Fail(f"P() のパラメータの勾配は shard_map が自動で psum するので、その後の pmean では更新が {n} 倍大きすぎます。"
                    "損失を pmean してから grad しましょう。")
     _, grads = _logistic_grads_np(p0, x, y)
     device_grads = [_logistic_grads_np(p0, x[i * per:(i + 1) * per], y[i * per:(i + 1) * per])[1] for i in range(n)]
     why = update_mistake(p0, {"w": w, "b": b}, grads, HIDDEN_LR, device_grads=device_grads)
     if why:
-        raise Fail(f"{what}の new_params（軸 ('host', 'local')、{n} デバイス）の値が違います: {why}")
+        raise Fail(f"{what}の呼び出しで、{why}")
 
-    hint = "全データの平均損失の勾配で params - lr * grads を返します（lax.pmean と、P() のパラメータの勾配の扱いに注意）。"
+    hint = "全データの平均損失の勾配で更新します。"
     expect_close(w, want["w"], f"{what}の new_params['w']", hint=hint)
     expect_close(b, want["b"], f"{what}の new_params['b']", hint=hint)
 
@@ -162,31 +158,26 @@ def check_migrated_step(fn):
 
     step = call(fn, mesh, loss_fn, HIDDEN_LR)
     if not callable(step):
-        raise Fail(f"make_migrated_step はステップ関数（jit した関数）を返すファクトリ関数です"
-                   f"（受け取ったのは {type(step).__name__}）。")
+        raise Fail(f"make_migrated_step の戻り値はステップ関数のはずが、{type(step).__name__} でした。jit した関数を返しましょう。")
     p0, x, y, placed = _step_data(rng, mesh, n, per, d)
     _check_step_output(_run_step(step, placed, "1 回目"), p0, x, y, n, d, "1 回目")
     first = traces[0]
     if first == 0:
-        raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。body の中で、ノートブックの損失ではなく"
-                   "引数の loss_fn を呼びます（そうしないと、採点で渡した損失も、トレースの回数も反映されません）。")
+        raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。body の中では、ノートブックの損失ではなく引数の loss_fn を呼びます。")
     p1, x1, y1, placed1 = _step_data(rng, mesh, n, per, d)  # 同じ形、違う値
     _check_step_output(_run_step(step, placed1, "2 回目"), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
     again = traces[0] - first
     if again:
-        raise Fail(f"同じ形の入力で 2 回目に呼んだとき、ステップがもう一度トレースされました（loss_fn が呼ばれた回数: "
-                   f"1 回目の呼び出しで {first} 回、2 回目で {again} 回）。jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作って"
-                   "返します（呼ぶたびに jax.jit を作り直したり、jit を付けなかったりすると毎回トレースされます）。")
+        raise Fail("同じ形の入力でステップが 2 回目もトレースされたので、jit がないか、呼ぶたびに jit を作り直しています。"
+                   "jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作りましょう。")
 
     meshes = shard_map_axes(learner_eqns(step, *placed))
     if not any(set(AXES) <= set(m) for m in meshes):
-        raise Fail("jaxpr に、渡したメッシュ（軸 'host' と 'local'）の shard_map が見つかりません。この演習では "
-                   "jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します（jit とシャーディングだけの版は 6.3c の本文で見ました）。")
+        raise Fail("jaxpr に、渡したメッシュ（軸 'host' と 'local'）の shard_map がありません。"
+                   "この演習では jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します。")
     colls = call(count_collectives, jax.jit(step), *placed)
     if colls.get("all-gather", 0):
-        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、"
-                   "各デバイスの損失（または勾配）だけを pmean で平均しましょう。")
+        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、損失（または勾配）だけを pmean しましょう。")
     found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
     shape = "×".join(str(v) for v in mesh.shape.values())
-    return (f"隠し入力（メッシュ {shape} の {n} デバイス × {per} 件、学習率 {HIDDEN_LR}）でレガシー版と同じ更新になり、"
-            f"2 回目の呼び出しでトレースし直しませんでした（集団通信: {found}）。")
+    return f"メッシュ {shape} でレガシー版と同じ更新になり、2 回目はトレースし直しませんでした（集団通信: {found}）。"

@@ -54,46 +54,43 @@ def check_standardize_smap(fn):
         z, mean = pair(out, "standardize_smap(x, eps) は (z, mean) ")
         if getattr(z, "shape", None) == (n, per, d) and n > 1:
             raise Fail(f"z の形が {(n, per, d)} で、pmap のようにデバイスごとに積み重なっています。"
-                       "smap の out_axes=0 は各デバイスのブロックを 0 軸目につなげ、形 (N, d) のグローバル配列で返します。")
+                       "smap の out_axes=0 はブロックを 0 軸目につなげ、形 (N, d) で返します。")
         expect_shape(z, (n * per, d), "z（1 つ目の戻り値）", "入力 x と同じ形で返します。")
         mshape = getattr(mean, "shape", None)
         if n > 1 and mshape == (n * d,):
-            raise Fail(f"mean の形が {(n * d,)} で、各デバイスの平均が out_axes=0 でつなげられています。"
-                       "全デバイスで同じ値は out_axes=None で、形 (d,) の 1 つの配列として返します。")
+            raise Fail(f"mean の形が {(n * d,)} で、各デバイスの平均が out_axes=0 でつながっています。"
+                       "全デバイスで同じ値は out_axes=None で、形 (d,) で返します。")
         if n > 1 and mshape == (n, d):
             raise Fail(f"mean の形が {(n, d)} で、デバイスごとに積み重なっています。"
-                       "全デバイスで同じ値は out_axes=None で、形 (d,) の 1 つの配列として返します。")
+                       "全デバイスで同じ値は out_axes=None で、形 (d,) で返します。")
         expect_close(mean, want_mean, "mean（全データの列ごとの平均）",
-                     hint="各デバイスの列平均を lax.pmean で全デバイスの平均にします。")
+                     )
         if n > 1 and is_close(z, ref["local"], rtol=1e-3, atol=1e-4):
             raise Fail("z を各デバイスの中だけの平均と分散で標準化しています。分散も lax.pmean で全デバイスの平均にします。")
         if is_close(z, ref["no_eps"], rtol=1e-3, atol=1e-4):
-            raise Fail("z の分母に eps が入っていません。jnp.sqrt(var + eps) で割ります（採点の eps は小さくありません）。")
+            raise Fail("z の分母に eps が入っていません。jnp.sqrt(var + eps) で割りましょう。")
         if n > 1 and is_close(z, ref["mean_of_local_var"], rtol=1e-3, atol=1e-4):
-            raise Fail("分散が、各デバイスの分散（自分の平均からのずれ）の平均になっています。"
-                       "全体の平均 mean からのずれの 2 乗を、全デバイスで平均します。")
+            raise Fail("分散が、各デバイスの中の平均からのずれで計算されています。全体の mean からのずれの 2 乗を pmean しましょう。")
         expect_close(z, want_z, "z（1 つ目の戻り値）", rtol=1e-3, atol=1e-4,
-                     hint="全データの列平均と分散で (x - mean) / sqrt(var + eps) を計算します。")
+                     )
 
         z_ok = isinstance(getattr(z, "sharding", None), jax.sharding.Sharding) and \
             z.sharding.is_equivalent_to(NamedSharding(mesh, P(MESH_AXIS)), 2)
         if not z_ok:
             got = getattr(getattr(z, "sharding", None), "spec", type(z).__name__)
-            raise Fail(f"z は行を軸 'data' で分割したまま返します（smap の out_axes=0）。返ってきた z のシャーディング: {got}。")
+            raise Fail(f"z のシャーディングが {got} で、行が軸 'data' で分割されていません。smap の out_axes=0 で返しましょう。")
         m_ok = isinstance(getattr(mean, "sharding", None), jax.sharding.Sharding) and \
             mean.sharding.is_equivalent_to(NamedSharding(mesh, P()), 1)
         if not m_ok:
             got = getattr(getattr(mean, "sharding", None), "spec", type(mean).__name__)
-            raise Fail(f"mean は全デバイスに複製して返します（smap の out_axes=None）。返ってきた mean のシャーディング: {got}。")
+            raise Fail(f"mean のシャーディングが {got} で、全デバイスに複製されていません。smap の out_axes=None で返しましょう。")
 
         eqns = learner_eqns(lambda a: fn(a, HIDDEN_EPS), xg)
     prims = {e.primitive.name for e in eqns}
     if not any(MESH_AXIS in m for m in shard_map_axes(eqns)):
-        raise Fail("値は合っていますが、jaxpr に軸 'data' の shard_map（jax.smap が作るもの）が見つかりません。"
-                   "この演習では pmap の本体を jax.smap（または jax.shard_map）で移します。")
+        raise Fail("値は合っていますが、jaxpr に軸 'data' の shard_map がありません。pmap の本体を jax.smap で移しましょう。")
     if "all_gather" in prims:
         raise Fail("jaxpr に all_gather があります。データ全体を集めずに、列ごとの平均と分散だけを lax.pmean で平均しましょう。")
     if not prims & PSUM_NAMES:
-        raise Fail("jaxpr にデバイス間の平均（pmean）が見つかりません。lax.pmean で全デバイスの統計量を求めます。")
-    return (f"隠し入力（{n} デバイス × {per} 行、eps={HIDDEN_EPS}）で全データの標準化と一致し、"
-            "z は行で分割したまま、mean は複製で返っています。")
+        raise Fail("jaxpr にデバイス間の平均（pmean）がありません。lax.pmean で全デバイスの統計量を求めます。")
+    return f"{n} デバイス × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています。"

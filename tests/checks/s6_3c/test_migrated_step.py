@@ -162,11 +162,11 @@ def test_6_3c_1_wrong():
         expect("6.3c-1", make_stacked, "fail", "積み重な", "out_specs=P()")
         expect("6.3c-1", make_local_loss, "fail", "loss", "値が違います")
         expect("6.3c-1", make_psum_loss, "fail", "loss", "値が違います")
-    expect("6.3c-1", make_plain_jit, "fail", "shard_map が見つかりません")
+    expect("6.3c-1", make_plain_jit, "fail", "shard_map がありません")
     expect("6.3c-1", make_gather, "fail", "all-gather")
     expect("6.3c-1", make_fixed_lr, "fail", "学習率 0.5 相当", "引数 lr")
     expect("6.3c-1", make_memo, "fail", "2 回目", "値が違います")
-    expect("6.3c-1", lambda mesh, loss_fn, lr: {"w": 0, "b": 0}, "fail", "ファクトリ関数")
+    expect("6.3c-1", lambda mesh, loss_fn, lr: {"w": 0, "b": 0}, "fail", "ステップ関数のはず")
     expect("6.3c-1", lambda mesh, loss_fn, lr: (lambda p, x, y: p), "fail", "2 つ組")
     wrong_spec = lambda mesh, loss_fn, lr: jax.jit(jax.shard_map(  # noqa: E731
         lambda p, x, y: (p, lax.pmean(loss_fn(p, x, y), AX)), mesh=mesh,
@@ -178,7 +178,7 @@ def test_6_3c_1_wrong():
 
 def test_6_3c_1_retracing_is_named_correctly():
     # issue 14 の 7: 呼ぶたびに作り直す答えは、2 回目の呼び出しのトレースで見つかる
-    expect("6.3c-1", make_per_call, "fail", "もう一度トレース", "1 度だけ作って")
-    expect("6.3c-1", make_no_jit, "fail", "もう一度トレース", "jit を付けなかったり")
+    expect("6.3c-1", make_per_call, "fail", "2 回目もトレース", "1 度だけ作り")
+    expect("6.3c-1", make_no_jit, "fail", "2 回目もトレース", "jit がないか")
     # 損失を 2 度呼ぶだけの正しい答えを「作り直している」と誤って責めない
     expect("6.3c-1", make_double_loss, "pass", "トレースし直しませんでした")

@@ -35,8 +35,8 @@ def make_ignores_loss_fn_per_call(mesh, loss_fn, lr):
 
 
 def test_a_step_that_ignores_loss_fn_is_named():
-    expect("6.3c-1", make_ignores_loss_fn, "fail", "引数 loss_fn を使っていません", "logistic_loss")
+    expect("6.3c-1", make_ignores_loss_fn, "fail", "loss_fn が使われていません", "logistic_loss")
 
 
 def test_ignoring_loss_fn_and_rebuilding_is_not_praised():
-    expect("6.3c-1", make_ignores_loss_fn_per_call, "fail", "引数 loss_fn を使っていません")
+    expect("6.3c-1", make_ignores_loss_fn_per_call, "fail", "loss_fn が使われていません")

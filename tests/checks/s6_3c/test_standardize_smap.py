@@ -97,7 +97,7 @@ def std_own_set_mesh(x, eps):
 def test_6_3c_2_wrong():
     if N > 1:
         expect("6.3c-2", std_local, "fail", "各デバイスの中だけ")
-        expect("6.3c-2", std_mean_of_local_var, "fail", "各デバイスの分散")
+        expect("6.3c-2", std_mean_of_local_var, "fail", "各デバイスの中の平均")
         expect("6.3c-2", std_mean_concatenated, "fail", "out_axes=None")
     expect("6.3c-2", std_no_eps, "fail", "eps")
     expect("6.3c-2", std_plain, "fail", "shard_map")
