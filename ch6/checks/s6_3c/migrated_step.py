@@ -69,7 +69,7 @@ def _run_step(step, placed, what):
                        "1 つの軸を 2 つのメッシュ軸で分割するときは P(('host', 'local')) と書きます。") from None
         if "must refer to an axis marked as manual" in text or re.search(r"unbound axis name: (?!host|local)", text):
             raise Fail(f"{what}の呼び出しで、メッシュにない軸の名前が使われています。"
-                       "この問題のメッシュの軸は 'host' と 'local' です（レッスンの 'data' はありません）。") from None
+                       "この問題のメッシュの軸は 'host' と 'local' です（本編の 'data' はありません）。") from None
         raise
 
 
