@@ -13,7 +13,7 @@ def rng(tag: int) -> np.random.Generator:
 
 
 def hidden_chip(r: np.random.Generator, kind: str, name: str, *, torus_axes: int = 3):
-    """実在しない数字のチップの行（ch6.hardware.Chip そのもの: 導いた量 axis_bw・all_axes_bw・link_oneway も同じ式）。
+    """実在しない数値のチップの行（ch6.hardware.Chip そのもの: 導いた量 axis_bw・all_axes_bw・link_oneway も同じ式）。
 
     値はおよそ 1 桁の範囲で揺らすので、公表値の表を書き込んだ答えは通りません。"""
     from ...hardware import Chip

@@ -68,4 +68,4 @@ def check_accumulated_value_and_grad(fn):
     if size4 != size2:
         raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} から {size4} に変わったので、Python のループがマイクロバッチを"
                    "並べています。lax.scan の中に 1 回分を書きます。")
-    return f"隠しのバッチ {_B} 件（辞書）と入れ子の params で、k=1, 3, 4, {_B} の損失と勾配がバッチ全体と一致し、scan の長さは k です。"
+    return f"隠しの辞書のバッチ {_B} 件で、k=1, 3, 4, {_B} の損失と勾配が一致し、scan の長さは k でした。"

@@ -74,7 +74,7 @@ def check_fewest_microbatches(fn):
             raise Fail(f"k={_B}（バッチの大きさそのもの）を試していないので、k={_B} だけが収まる予算で None が返りました。"
                        f"約数は {_B} まで試します（range の終わりは B + 1）。")
         if got == [_first_fit(b, _DIVISORS[1:]) for b in budgets]:
-            raise Fail("k=1（マイクロバッチに分けない）を試していないので、どれでも収まる予算で k=1 になりませんでした。1 から試します。")
+            raise Fail("k=1（マイクロバッチ 1 つ）を試していないので、どれでも収まる予算で k=1 になりませんでした。1 から試します。")
         if got == [_first_fit(b, pow2) for b in budgets]:
             raise Fail(f"2 のべき乗だけを試したので、k=3（一時領域 {_temp(3):,} バイト）が収まる予算で k={got[0]} が返りました。"
                        "すべての約数を小さい順に試します。")
@@ -97,5 +97,4 @@ def check_fewest_microbatches(fn):
         if k is not None and temp != _temp(k):
             raise Fail(f"k={k} の一時領域は {_temp(k):,} バイトのはずが {temp:,.0f} でした。"
                        "memory_analysis().temp_size_in_bytes をそのまま返します。")
-    return (f"隠しのバッチ {_B} 件で、5 つの予算（少し余裕、ちょうど、十分、k={_B} だけ、足りない）に対して、"
-            f"memory_analysis の一時領域で選んだ k が一致しました（k=1: {_temp(1):,} → k={_B}: {smallest:,} バイト）。")
+    return f"隠しのバッチ {_B} 件と 5 つの予算（ちょうど、k={_B} だけ、足りないを含む）で、選んだ k が一致しました。"

@@ -42,6 +42,8 @@ def slip(kind):
             return max(1, math.ceil(1 + x) - 1)
         if kind == "nearest":
             return max(1, round(1 + x))
+        if kind == "no_tolerance":  # <= で比べるが、許容誤差なし
+            return max(1, math.floor(1 + x))
         if kind == "zero" and x < 1:
             return 0
         return max(1, math.floor((1 + x) * (1 + 1e-9)))
@@ -55,7 +57,8 @@ def test_correct(fn):
 
 @pytest.mark.parametrize(("kind", "words"), [
     ("s1", ("(n − 1)/n を 1 とした", "1 台少なく")),
-    ("strict", ("ちょうど等しい n を通信律速",)),
+    ("strict", ("ちょうど等しい（相対 1e-9 以内の）n を通信律速",)),
+    ("no_tolerance", ("ちょうど等しい（相対 1e-9 以内の）n を通信律速",)),
     ("nearest", ("四捨五入", "切り捨て")),
     ("form", ("取り違えて", "4·b·P")),
     ("one_axis", ("axes を見ずに",)),

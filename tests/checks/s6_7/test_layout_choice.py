@@ -26,13 +26,13 @@ def table(model, hw, n, *, s_one=False, fsdp_like_dp=False, dp_bytes=2, tp_pairs
     }
 
 
-def make(strict=False, more_memory=False, order=("DP", "FSDP", "TP"), memory=True, **kw):
+def make(strict=False, more_memory=False, order=("DP", "FSDP", "TP"), memory=True, tol=1e-9, **kw):
     def choose_layout(model, hw, n):
         rows = table(model, hw, n, **kw)
         best = None
         for name in order:
             mem, t = rows[name]
-            if memory and not (mem < hw.hbm_bytes if strict else mem <= hw.hbm_bytes * (1 + 1e-9)):
+            if memory and not (mem < hw.hbm_bytes if strict and tol else mem <= hw.hbm_bytes * (1 + tol)):
                 continue
             if best is None:
                 best = name
@@ -84,7 +84,8 @@ def test_correct(fn):
 
 
 @pytest.mark.parametrize(("fn", "words"), [
-    (make(strict=True), ("< で比べている", "<=")),
+    (make(strict=True), ("容量ちょうど（相対 1e-9 以内）", "収まらない")),
+    (make(strict=True, tol=0.0), ("容量ちょうど（相対 1e-9 以内）",)),  # <= でも許容なしなら同じ誤り
     (make(more_memory=True), ("メモリの多いほう",)),
     (make(fsdp_like_dp=True), ("FSDP の通信を DP と同じ", "順伝播でも")),
     (make(dp_bytes=4), ("4 バイト", "bf16")),
@@ -96,7 +97,7 @@ def test_correct(fn):
     (make(bw="link_oneway"), ("片方向 link_oneway",)),
     (make(bw="all_axes_bw"), ("all_axes_bw",)),
     (make(serial=True), ("計算に足して", "max")),
-], ids=["strict", "tie-break-reversed", "fsdp-dp-bytes", "dp-f32", "s-one", "tp-L", "hbm", "order-reversed",
+], ids=["strict", "no-tolerance", "tie-break-reversed", "fsdp-dp-bytes", "dp-f32", "s-one", "tp-L", "hbm", "order-reversed",
         "no-memory", "oneway", "all-axes", "serial"])
 def test_named_slips(fn, words):
     expect("6.7-5", fn, "fail", *words)

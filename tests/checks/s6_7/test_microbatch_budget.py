@@ -48,7 +48,7 @@ def test_wrong_answers_are_named():
     msg = expect("6.7-3", make(candidates=lambda n: [k for k in range(1, n) if n % k == 0]), "fail",
                  "k=12（バッチの大きさそのもの）を試していない")
     assert "<=" not in msg
-    expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k=1（")
+    expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k=1（マイクロバッチ 1 つ）を試していない")
     expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "fail", "2 のべき乗だけ", "すべての約数")
     expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 6) if n % k == 0]), "fail", "いちばん小さい k")
     expect("6.7-3", make(largest=True), "fail", "いちばん小さい k", "小さい順")
