@@ -48,9 +48,10 @@ def _run(fn, mesh, rng, after_1d: bool):
         if shape == (h // n, n * b, d) and n > 1:
             raise Fail(f"出力の形が {fmt(shape)}（ヘッド / n, 系列全体, 次元）のままで、戻していません。"
                        "attention_hsd の後に逆向きの all_to_all で (ヘッド, ブロック, 次元) に戻します。")
+        if shape is None:
+            raise Fail(f"戻り値は形 {fmt((h, b, d))}（ヘッド, ブロック, 次元）の配列のはずが、{type(out).__name__} でした。")
         if shape != (h, b, d):
-            got = fmt(shape) if shape is not None else type(out).__name__
-            raise Fail(f"1 デバイス分の出力の形は {fmt((h, b, d))}（ヘッド, ブロック, 次元）のはずが {got} でした。"
+            raise Fail(f"1 デバイス分の出力の形は {fmt((h, b, d))}（ヘッド, ブロック, 次元）のはずが {fmt(shape)} でした。"
                        "入れ替えと戻しの all_to_all の軸を確かめましょう。")
         return jnp.asarray(out, jnp.float32)
 
@@ -63,6 +64,9 @@ def _run(fn, mesh, rng, after_1d: bool):
         if "all_to_all" in text and "divisible" in text:
             raise Fail("all_to_all で分割する軸の大きさが軸 seq の大きさで割り切れず、JAX がエラーを出しました。"
                        "入れ替えでは 0 軸（ヘッド）、戻すときは 1 軸（系列）を分割します。") from None
+        if "all_to_all requires the size of the mapped axis" in text:
+            raise Fail("tiled=False の all_to_all は、分割する軸の大きさが軸 seq の大きさと同じでないと使えません。"
+                       "tiled=True にすると、その軸を n 等分して送ります。") from None
         if after_1d:
             raise Fail(f"1 次元のメッシュでは動き、data × seq の 2 次元のメッシュでだけ {type(exc.exc).__name__} が出ました。"
                        "軸 seq の大きさは jax.device_count() ではなく lax.axis_size('seq') で読みます。") from None
