@@ -61,14 +61,14 @@ def check_clipped_mean_grad(fn):
     want = clipped_mean(per, max_norm)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
     if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
-        raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。切り詰めた勾配を、最後にサンプルについて平均しましょう。")
+        raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。クリップした勾配を、最後にサンプルについて平均しましょう。")
     got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
     want_small = clipped_mean(per, small)
     if not (tree_close(got, want) and tree_close(got_small, want_small)):
         mistakes = {
-            "no_clip": "勾配が切り詰められていません。ノルムが max_norm を超えるサンプルは max_norm / ノルム 倍に縮めます。",
-            "clip_after_mean": "平均してから切り詰めています。切り詰めはサンプルごと（平均する前）に行います。",
-            "per_leaf": "葉ごとに別々のノルムで切り詰めています。ノルムは全部の葉をまとめた 1 本のベクトルのノルムです。",
+            "no_clip": "勾配がクリップされていません。ノルムが max_norm を超えるサンプルは max_norm / ノルム 倍に縮めます。",
+            "clip_after_mean": "平均してからクリップしています。クリップはサンプルごと（平均する前）に行います。",
+            "per_leaf": "葉ごとに別々のノルムでクリップしています。ノルムはすべての葉をまとめた 1 本のベクトルのノルムです。",
             "scale_all": "ノルムが max_norm 以下のサンプルまで大きくしています。倍率は min(1, max_norm / ノルム) です。",
             "sum": "サンプルについて平均ではなく合計しています。",
         }
@@ -78,12 +78,11 @@ def check_clipped_mean_grad(fn):
                 raise Fail(msg)
     expect_tree(got, want, "clipped_mean_grad の結果",
                  hint="g_i を min(1, max_norm / ||g_i||) 倍して平均します。")
-    expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルを切り詰める値）のときの結果",
+    expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルをクリップする値）のときの結果",
                  hint="max_norm は引数の値を使います。")
     expect_no_batch_loop(fn, lambda n: (_loss_4(Spy(), d), params, *data(n), max_norm))
     clipped = int((norms > max_norm).sum())
-    return (f"隠し loss_fn（入れ子の params）と {b} サンプル（うち {clipped} 件を切り詰め）で一致し、"
-            "jaxpr はバッチサイズに依存しません。")
+    return f"別の loss_fn と {b} サンプル（うち {clipped} 件をクリップ）で一致し、jaxpr はバッチサイズに依存しません。"
 
 
 def _leaves_or_empty(tree) -> list:

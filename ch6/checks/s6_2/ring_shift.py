@@ -34,7 +34,7 @@ def check_ring_shift(fn):
         expect_close(got, want, f"ring_shift(xs, {shift}) の結果", hint=f"送信元→送信先は {order} です。")
     prims = primitives(lambda a: fn(a, 1), xs)
     if "ppermute" not in prims:
-        how = "all_gather で全部集めると通信が n 倍になります" if "all_gather" in prims else \
+        how = "all_gather ですべて集めると通信が n 倍になります" if "all_gather" in prims else \
             "jnp.roll はデバイスの中の並べ替えで、送受信ではありません"
         raise Fail(f"値は合っていますが、jaxpr に ppermute がありません（{how}）。pmap の中で lax.ppermute を使いましょう。")
     return f"{n} デバイスの環で shift={shifts} が一致し、ppermute で送っています。"

@@ -84,7 +84,7 @@ def _references(params, xs, ys, masks):
         (_scaled(_grads_np(params, x, y, np.ones_like(m)), 1 / m.size),
          "mask が使われていないので、パディングの行まで損失に入っています。各行の損失に mask を掛けてから足しましょう。"),
         (_scaled(_grads_np(params, x, y, m), 1 / m.size),
-         f"全部の行の数（{groups} × {PER}）で割っています。割るのは有効な件数の合計 lax.psum(jnp.sum(mask), axis_name) です。"),
+         f"すべての行の数（{groups} × {PER}）で割っています。割るのは有効な件数の合計 lax.psum(jnp.sum(mask), axis_name) です。"),
         (_scaled(_grads_np(params, x, y, m), 1.0),
          "勾配が有効な件数の合計で割られていません。psum した勾配を lax.psum(jnp.sum(mask), axis_name) で割りましょう。"),
     ]

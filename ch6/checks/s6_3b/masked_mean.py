@@ -49,7 +49,7 @@ def check_masked_mean(fn):
     if n > 1 and close_enough(got, np.mean(local, 0)) and not close_enough(got, want):
         raise Fail("有効な行の数がデバイスごとに違うのに、デバイスごとの平均をさらに平均しています。和と個数をそれぞれ psum してから割りましょう。")
     if close_enough(got, x.mean(0)) and not close_enough(got, want):
-        raise Fail("mask が使われず、全部の行の平均になっています。mask が 1 の行だけを足し、個数も mask の和にします。")
+        raise Fail("mask が使われず、すべての行の平均になっています。mask が 1 の行だけを足し、個数も mask の和にします。")
     expect_close(got, want, "masked_mean の結果",
                  )
 

@@ -54,7 +54,7 @@ def check_ring_all_gather(fn):
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n, r, c):
         raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。ブロックは列方向（axis=1）につないで ({r}, {n * c}) にします。")
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n * r, c):
-        raise Fail(f"ブロックを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
+        raise Fail(f"シャードを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
     expect_shape(got, (n, r, n * c), f"{n} デバイス分の結果を積んだもの",
                  f"各デバイスは列方向につないだ全体 ({r}, {n * c}) を返します。")
     got = np.asarray(got)
@@ -66,7 +66,7 @@ def check_ring_all_gather(fn):
         owners = [next((k for k, b in enumerate(blocks) if close_enough(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
             raise Fail(f"デバイス {d} の結果はブロックの並び順が違い、先頭から持ち主 {owners} の順です。"
-                       "右隣へ送るリングでは k 回目のブロックの持ち主は (番号 - k) % n なので、その位置に配置しましょう。")
+                       "右隣へ送るリングでは k 回目のシャードの持ち主は (番号 - k) % n なので、その位置に配置しましょう。")
         expect_close(got[d], x, f"デバイス {d} の結果",
                      )
 
@@ -81,7 +81,7 @@ def check_ring_all_gather(fn):
     rounds = sum(name in PERMUTE for name in sends)
     if n > 1 and not set(sends) & LOOPS and rounds > n - 1:
         raise Fail(f"{n} デバイスのリングは {n - 1} 回の送受信でそろうのに、ppermute を {rounds} 回使っています。"
-                   "余分な回はすでにあるブロックを送るだけなので、range(1, n) で回しましょう。")
+                   "余分な回はすでにあるシャードを送るだけなので、range(1, n) で回しましょう。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
         raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立てましょう。")

@@ -43,7 +43,7 @@ def check_rs_matmul_bias(fn):
     if n > 1 and shape == (rows // n, n * want.shape[1]):
         raise Fail(f"出力の形が {shape} で、行（0 軸）で分割されています。特徴（1 軸）で分割するので scatter_dimension=1 です。")
     expect_shape(got, want.shape, "rs_matmul_bias の結果（全体）",
-                 f"各デバイスは ({rows}, {f_per}) の列ブロックを返します。")
+                 f"各デバイスは ({rows}, {f_per}) の列のシャードを返します。")
     if n > 1 and close_enough(got, x @ w + n * b):
         raise Fail(f"通信の前の部分積に b を足したので、バイアスが {n} 回足されています。b は通信の後で足しましょう。")
     if n > 1 and close_enough(got, x @ w + np.tile(b[:f_per], n)):

@@ -65,7 +65,7 @@ def check_sharded_softmax(fn):
     got = run_learner(g, xs)
 
     want = _softmax(x)
-    expect_shape(got, want.shape, "sharded_softmax の結果（全体）", "各デバイスは自分の列ブロックと同じ形を返します。")
+    expect_shape(got, want.shape, "sharded_softmax の結果（全体）", "各デバイスは受け取ったシャードと同じ形を返します。")
     g_np = np.asarray(got, np.float64)
     if not np.all(np.isfinite(g_np)):
         raise Fail("入力が 100 前後なので exp があふれ、NaN か inf が出ました。先に全体の最大値（lax.pmax(…, 'x')）を引きましょう。")

@@ -54,7 +54,7 @@ def check_standardize_smap(fn):
         z, mean = pair(out, "standardize_smap(x, eps) は (z, mean) ")
         if getattr(z, "shape", None) == (n, per, d) and n > 1:
             raise Fail(f"z の形が {(n, per, d)} で、pmap のようにデバイスごとに積み重なっています。"
-                       "smap の out_axes=0 はブロックを 0 軸目につなげ、形 (N, d) で返します。")
+                       "smap の out_axes=0 はシャードを 0 軸目につなげ、形 (N, d) で返します。")
         expect_shape(z, (n * per, d), "z（1 つ目の戻り値）", "入力 x と同じ形で返します。")
         mshape = getattr(mean, "shape", None)
         if n > 1 and mshape == (n * d,):

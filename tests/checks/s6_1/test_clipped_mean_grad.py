@@ -43,7 +43,7 @@ def test_6_1_4_hidden_max_norm_clips_some_samples_and_not_others():
     msg = expect("6.1-4", clip_ref, "pass")
     import re
 
-    clipped = int(re.search(r"うち (\d+) 件を切り詰め", msg).group(1))
+    clipped = int(re.search(r"うち (\d+) 件をクリップ", msg).group(1))
     assert 2 <= clipped <= 9 - 2
 
 
@@ -89,8 +89,8 @@ def test_6_1_4_wrong():
     def fixed_norm(loss_fn, params, xs, ys, max_norm):  # 引数の max_norm を使わない
         return clip_ref(loss_fn, params, xs, ys, 1.0)
 
-    expect("6.1-4", no_clip, "fail", "切り詰められていません")
-    expect("6.1-4", clip_after_mean, "fail", "平均してから切り詰めています")
+    expect("6.1-4", no_clip, "fail", "クリップされていません")
+    expect("6.1-4", clip_after_mean, "fail", "平均してからクリップしています")
     expect("6.1-4", per_leaf, "fail", "葉ごとに別々のノルム")
     expect("6.1-4", always_scale, "fail", "min(1, max_norm / ノルム)")
     expect("6.1-4", summed, "fail", "合計")
