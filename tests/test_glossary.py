@@ -137,6 +137,24 @@ CAUGHT = [
     "バッチを data 軸で分け、パラメータは複製",
     "配列を複数のデバイスに分けて置く",
     "パラメータを P() に置き、",
+    "シャーディングの置き方を決めます",                             # issue 19・22 の言い換え
+    "配列の断片を受け取ります",
+    "詰め物をして長さをそろえます",
+    "旧式の API です",
+    "各台で同じコードを動かします",
+    "よくある誤りを見ます",
+    "コーディネータの住所",
+    "プロセスの顔合わせ",
+    "リポジトリの根",
+    "3 手目の送受信",
+    "工場関数でステップを作ります",
+    "ハートビートの見張り",
+    "正直に比べます",
+    "約束を本当にする",
+    "勾配の通り抜け",
+    "vmap の下の lax.cond",
+    "配置を伝えます",
+    "2 層目ごとに",
     # issue 29 §2: 近い言い換え
     "行をデバイスの数で 8 つに分けます",
     "バッチは 4 つのシャードに分かれています",
@@ -212,6 +230,9 @@ ALLOWED = [
     "データを data 軸で分割し、パラメータは複製します",
     "行数はデバイスの数で割り切れる必要があります",
     "block_until_ready() で待ちます",
+    "ファイルを `data/` に置きます",
+    "self-attention の層",
+    "色分けとハッチで示します",
     # issue 29: 同じ語の正しい使い方
     "値の範囲を 10 個のビンに分けます",                               # 分ける（ヒストグラム）
     "トークンをエキスパートに振り分けます",
@@ -274,3 +295,13 @@ def test_each_kind_of_rejected_wording_is_caught(sentence):
 @pytest.mark.parametrize("sentence", ALLOWED)
 def test_ordinary_uses_of_the_same_words_are_allowed(sentence):
     assert not _hits(sentence), _hits(sentence)
+
+
+def test_every_rule_is_tested_on_an_old_sentence_and_its_allow_list_on_an_allowed_use():
+    missing = []
+    for r in glossary.rejected():
+        if not any(r.matches(s) for s in CAUGHT):
+            missing.append(f"CAUGHT: {r.shown or r.pattern}")
+        if r.allow and not any(re.search(r.pattern, s) and not r.matches(s) for s in ALLOWED):
+            missing.append(f"ALLOWED: {r.shown or r.pattern}")
+    assert not missing, "\n".join(missing)
