@@ -51,9 +51,10 @@ def steps(kind: str, name: str) -> list[tuple[str, list[str]]]:
                             [PY, "-m", "pytest", "-q", "-p", "no:xdist", "--devices", str(n), str(tests)]))
         else:
             out.append(("check tests", [PY, "-c", f"raise SystemExit('no tests in {tests.relative_to(ROOT)}')"]))
+        # "-k 6.1-" (with the dash) selects 6.1-1, 6.1-2, … and not 6.10-1 (a two-digit section number)
         out.append(("hostile values", [PY, "-m", "pytest", "-q", "-p", "no:xdist",
                                        "tests/checks/test_hostile.py", "-k", name.split("_")[0] + "." +
-                                       name.split("_")[1]]))
+                                       name.split("_")[1] + "-"]))
     return out
 
 
