@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, n_devices
+from ...checking import Fail, LearnerError, call, exercise, n_devices
 
 TOL = 1e-9  # 問題文の「差が 1e-9 以内なら等しい」
 
@@ -51,6 +51,12 @@ def _virtual_everywhere(n_stages, target, n_virtual=1):  # 分母全体に V を
     return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * (m + n_stages - 1)) <= limit)
 
 
+def _ideal_ratio(n_stages, target, n_virtual=1):  # 割合でなく、理想の時間との比 (S − 1)/(V·M) を目標と比べた
+    if n_stages == 1:
+        return 1
+    return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * m) <= Fraction(target) + Fraction(TOL))
+
+
 def _closed(n_stages, target, n_virtual):
     return (n_stages - 1) * (1 - target) / (target * n_virtual)
 
@@ -84,11 +90,23 @@ def cases_for(n: int) -> list[tuple[int, float, int]]:
             (6, 0.09, 4), (1, 0.05, 1), (9, 0.5, 1), (4, 1.0, 1)]
 
 
+def _answer(fn, s: int, target: float, v: int) -> int:
+    what = f"S = {s}、目標 {target}、V = {v}"
+    try:
+        got = call(fn, s, target, v)
+    except LearnerError as exc:
+        if isinstance(exc.exc, ZeroDivisionError):
+            where = "分母 V·M + S − 1 が M = 0 で 0 になります" if s == 1 else "分母が 0 になりました"
+            raise Fail(f"{what} で 0 による割り算が起きました（{where}）。M は 1 から調べ、S = 1 なら 1 を返します。") from None
+        raise
+    return _as_int(got, what)
+
+
 @exercise("6.8a-3", "microbatches_for_bubble")
 def check_microbatches_for_bubble(fn):
     cases = cases_for(n_devices())
     wants = [smallest_m(*c) for c in cases]
-    gots = [_as_int(call(fn, s, target, v), f"S = {s}、目標 {target}、V = {v}") for s, target, v in cases]
+    gots = [_answer(fn, *c) for c in cases]
     if gots == wants:
         s, target, v = cases[0]
         return f"境目ちょうどの目標を含む {len(cases)} 通りで一致しました（例: S = {s}、目標 {target} → M = {wants[0]}）。"
@@ -100,7 +118,10 @@ def check_microbatches_for_bubble(fn):
     (s, target, v), got, want = cases[k], gots[k], wants[k]
     what = f"S = {s}、目標 {target}、V = {v}"
     if got < 1:
-        raise Fail(f"{what}: M は 1 以上のはずが {got} でした。ステージが 1 つならバブルは 0 なので、M = 1 で足ります。")
+        why = ("ステージが 1 つならバブルは 0 なので、M = 1 で足ります。" if s == 1
+               else "目標が 1 以上なら、どの M でも条件を満たすので 1 です。" if target >= 1
+               else "M は 1 から数えます。")
+        raise Fail(f"{what}: M は 1 以上のはずが {got} でした。{why}")
     if same_as(_strict):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {want} のバブルは目標とちょうど等しく、"
                    "「以下」なので条件を満たします（<= で比べます）。")
@@ -116,6 +137,9 @@ def check_microbatches_for_bubble(fn):
     if same_as(_virtual_everywhere):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
                    "V 倍になるのは V·M だけで、S − 1 は変わりません。")
+    if same_as(_ideal_ratio):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。(S − 1)/(V·M) はバブルと理想の時間の比です。"
+                   "割合の分母は全体のティック V·M + S − 1 です。")
     if same_as(_nearest):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を四捨五入していますが、"
                    "条件を満たすには切り上げます。")

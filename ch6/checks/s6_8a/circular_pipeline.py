@@ -17,21 +17,27 @@ AXIS = "pp_hidden"  # ノートブックにない軸の名前（"stage" と決�
 ROWS = "pp_rows"    # 2 次元のメッシュのもう 1 本の軸
 
 
-def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wrap=True):
+ROUND_OFFSETS = {"local": lambda t, d: t - d, "global": lambda t, d: t, "plus_d": lambda t, d: t + d,
+                 "late": lambda t, d: t - d + 1, "early": lambda t, d: t - d - 1}
+FRESH_UNTIL = {"first_round": lambda n: n, "le": lambda n: n + 1, "short": lambda n: n - 1}
+
+
+def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wrap=True, swap=False):
     """NumPy で回すインターリーブのパイプライン。戻り値はティックごと・デバイスごとの出力 ys[d, t]。
 
     w_dev[d, v] はデバイス d の v 周目の層。誤りの名前を言うために、規則を変えても回せる:
-    round_rule="global"（周を t // S で決める）、fresh="always"（デバイス 0 が毎回新しい入力を取る）、
-    shift=-1（逆向きに送る）、wrap=False（最後のデバイスから最初へ戻さない）。"""
+    round_rule="global"（周を t // S で決める。"plus_d" は (t + d) // S、"late"・"early" は (t − d ± 1) // S）、
+    fresh="always"（デバイス 0 が毎回新しい入力を取る。"le" は t <= S、"short" は t < S − 1 まで）、
+    shift=-1（逆向きに送る）、wrap=False（最後のデバイスから最初へ戻さない）、
+    swap=True（戻り値の順が逆: state にそのデバイスの y が入り、y として ppermute の結果が返る）。"""
     n, v_count = w_dev.shape[:2]
     ticks = v_count * n + n - 1
     state = np.zeros((n,) + xs.shape[1:])
     ys = np.zeros((n, ticks) + xs.shape[1:])
     for t in range(ticks):
         for d in range(n):
-            k = t if round_rule == "global" else t - d
-            v = min(max(k // n, 0), v_count - 1)
-            take = d == 0 and (t < n or fresh == "always")
+            v = min(max(ROUND_OFFSETS[round_rule](t, d) // n, 0), v_count - 1)
+            take = d == 0 and (fresh == "always" or t < FRESH_UNTIL[fresh](n))
             x_in = xs[min(t, n - 1)] if take else state[d]
             ys[d, t] = np.tanh(x_in @ w_dev[d, v])
         new = np.zeros_like(state)
@@ -41,7 +47,10 @@ def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wr
                 new[dst % n] = ys[d, t]
             elif 0 <= dst < n:
                 new[dst] = ys[d, t]
-        state = new
+        if swap:
+            ys[:, t], state = new, ys[:, t].copy()
+        else:
+            state = new
     return ys
 
 
@@ -68,8 +77,13 @@ def _driver(fn, mesh, v_count: int, mb: int, width: int):
         def step(state, t):
             out = fn(w, state, xs[jnp.clip(t, 0, n - 1)], t, AXIS)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
-                got = f"長さ {len(out)} の {type(out).__name__}" if isinstance(out, (tuple, list)) else type(out).__name__
-                raise Fail(f"戻り値は (次の state, y) の 2 つ組のはずが、{got} でした。")
+                if isinstance(out, (tuple, list)):
+                    got = f"長さ {len(out)} の {type(out).__name__}"
+                elif hasattr(out, "shape"):
+                    got = f"形 {fmt(tuple(out.shape))} の配列 1 つ"
+                else:
+                    got = type(out).__name__
+                raise Fail(f"戻り値は (次の state, y) の 2 つ組のはずが、{got}でした。")
             new_state, y = out
             for name, a in (("次の state", new_state), ("y", y)):
                 if getattr(a, "shape", None) != (mb, width):
@@ -129,11 +143,12 @@ def _perms_or_fail(run, w, xs, n: int):
         if perm == right:
             continue
         i, got = _first_wrong_pair(perm, n)
-        where = f"デバイス {i} の送信先が {(i + 1) % n} になるはずが {'なし' if got is None else got} でした。"
+        where = (f"デバイス {i} から {(i + 1) % n} へ送る組がありません。" if got is None
+                 else f"デバイス {i} の送信先が {(i + 1) % n} になるはずが {got} でした。")
         if n > 2 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
             raise Fail(f"ppermute の向きが逆で、{where}組は (送信元, 送信先) です。")
         if perm == frozenset((a, a + 1) for a in range(n - 1)):
-            raise Fail(f"最後のデバイスから 0 へ戻す組がなく、{where}送信先は (i + 1) % n にします。")
+            raise Fail(f"最後のデバイス {n - 1} から 0 へ戻す組がありません。送信先は (i + 1) % n にします。")
         if n > 2 and perm == frozenset((a, (a + 2) % n) for a in range(n)):
             raise Fail(f"ppermute が 2 つ先へ送り、{where}1 ティックで進むのは 1 ステージです。")
         raise Fail(f"ppermute の組で、{where}送信先は (i + 1) % n です。")
@@ -170,11 +185,20 @@ def check_circular_tick(fn):
     out = _run(fn, jax.make_mesh((n,), (AXIS,)), w_dev, xs, v_count, mb, width)
     want = final_outputs(reference(w_dev, xs), v_count)
     if not is_close(out, want, rtol=1e-4, atol=1e-5):
+        late = "デバイス d には d ティック遅れて届くので、v = (t − d) // S です。"
         variants = [
-            ({"round_rule": "global"},
-             "周の番号をティック t だけで決めています。デバイス d には d ティック遅れて届くので、v = (t − d) // S です。"),
+            ({"round_rule": "global"}, "周の番号をティック t だけで決めています。" + late),
+            ({"round_rule": "plus_d"}, "周の番号を (t + d) // S で決めていますが、" + late),
+            ({"round_rule": "late"}, "周の番号が 1 ティック早く次の周に進んでいます。" + late),
+            ({"round_rule": "early"}, "周の番号が 1 ティック遅れて次の周に進んでいます。" + late),
             ({"fresh": "always"},
              "デバイス 0 がどのティックでも x_fresh を取っています。新しい入力は t < S のときだけで、その後は戻ってきた state です。"),
+            ({"fresh": "le"},
+             "デバイス 0 がティック S にも x_fresh を取っています。t = S には 0 周目の出力が戻るので、新しい入力は t < S のときだけです。"),
+            ({"fresh": "short"},
+             "デバイス 0 が x_fresh を取るのがティック S − 2 までです。新しい入力は t < S の S 個のティックで取ります。"),
+            ({"swap": True},
+             "戻り値の順が逆で、(y, 次の state) を返しています。(ppermute の結果, y) の順に返します。"),
         ]
         for kw, message in variants:
             if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
@@ -183,6 +207,9 @@ def check_circular_tick(fn):
         v0[:] = w_dev[:, :1]
         if is_close(out, final_outputs(reference(v0, xs), v_count), rtol=1e-4, atol=1e-5):
             raise Fail("どの周でも w[0] を使っています。v 周目の層は w[v] です。")
+        if is_close(out, final_outputs(reference(v0, xs, fresh="always"), v_count), rtol=1e-4, atol=1e-5):
+            raise Fail("本編の GPipe の 1 ティックのままで、デバイス 0 が毎回 x_fresh を取り、w[0] だけを使っています。"
+                       "新しい入力は t < S のときだけで、v 周目の層は w[v] です。")
         raise Fail(f"最後の周の出力が、1 デバイスで全 {v_count * n} 層を通した値と一致しませんでした。"
                    "x_in を選び、y = tanh(x_in @ w[v]) を計算して、(次の state, y) の順に返します。")
 

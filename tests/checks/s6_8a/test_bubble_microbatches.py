@@ -120,6 +120,43 @@ def test_float_and_zero_are_rejected():
     expect("6.8a-3", lambda *a: "8", Status.FAIL, "str")
 
 
+def zero_only_for_one_stage(n_stages, target, n_virtual=1):  # S = 1 は特別扱い、目標 1 以上を忘れた閉じた式
+    if n_stages == 1:
+        return 1
+    return math.ceil((n_stages - 1) * (1 - target) / (target * n_virtual) - 1e-9)
+
+
+def from_zero(n_stages, target, n_virtual=1):  # M を 0 から調べる（S = 1 で 0 / 0）
+    m = 0
+    while (n_stages - 1) / (n_virtual * m + n_stages - 1) > target + 1e-9:
+        m += 1
+    return m
+
+
+def ideal_ratio(n_stages, target, n_virtual=1):  # バブルを理想の時間との比 (S − 1)/(V·M) で計算した
+    m = 1
+    while n_stages > 1 and (n_stages - 1) / (n_virtual * m) > target + 1e-9:
+        m += 1
+    return m
+
+
+def test_zero_at_a_target_of_one_names_the_target_not_the_stages():
+    msg = expect("6.8a-3", zero_only_for_one_stage, Status.FAIL, "1 以上", "目標が 1 以上")
+    assert "ステージが 1 つ" not in msg
+    msg = expect("6.8a-3", zero_for_one_stage, Status.FAIL, "ステージが 1 つ")
+    assert "目標が 1 以上" not in msg
+
+
+def test_division_by_zero_from_m_zero_is_explained():
+    msg = expect("6.8a-3", from_zero, Status.FAIL, "0 による割り算", "S = 1", "M は 1 から")
+    assert "ZeroDivisionError" not in msg and "division" not in msg
+
+
+def test_ratio_to_the_ideal_time_is_named():
+    expect("6.8a-3", ideal_ratio, Status.FAIL, "理想の時間", "V·M + S − 1")
+
+
 def test_not_done_and_learner_error():
     expect("6.8a-3", not_done, Status.NOT_DONE)
-    expect("6.8a-3", boom, Status.ERROR, "ZeroDivisionError")
+    expect("6.8a-3", boom, Status.FAIL, "0 による割り算", "分母が 0")
+    expect("6.8a-3", lambda *a: [][1], Status.ERROR, "IndexError")

@@ -15,13 +15,13 @@ N = jax.device_count()
 
 
 def make_tick(perm_of=lambda n: [(i, (i + 1) % n) for i in range(n)], round_of=None, fresh_always=False,
-              swap=False, first_weight=False):
+              swap=False, first_weight=False, fresh_until=None):
     def tick(w, state, x_fresh, t, axis_name):
         n = lax.axis_size(axis_name)
         d = lax.axis_index(axis_name)
         k = t - d if round_of is None else round_of(t, d)
         v = jnp.clip(k // n, 0, w.shape[0] - 1)
-        take = (d == 0) if fresh_always else (d == 0) & (t < n)
+        take = (d == 0) if fresh_always else (d == 0) & (t < (n if fresh_until is None else fresh_until(n)))
         x_in = jnp.where(take, x_fresh, state)
         y = jnp.tanh(x_in @ (w[0] if first_weight else w[v]))
         new = lax.ppermute(y, axis_name, perm_of(n))
@@ -94,8 +94,8 @@ def test_wrong_direction_is_named():
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは戻す組しかない")
 def test_missing_wrap_around_is_named():
     msg = expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
-                 "0 へ戻す組がなく", f"デバイス {N - 1} の送信先が 0 になるはずが なし")
-    assert "…" not in msg  # 省略した同じに見える列ではなく、違う位置を言う
+                 f"最後のデバイス {N - 1} から 0 へ戻す組がありません")
+    assert "…" not in msg and "なし" not in msg  # 省略した同じに見える列ではなく、違う位置を文で言う
 
 
 @pytest.mark.skipif(N < 4, reason="3 デバイス以下では 2 つ先が自分か 1 つ先か逆向きと同じ")
@@ -128,12 +128,36 @@ def test_first_weight_every_round_is_named():
 
 
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは送っても自分に戻るので、入れ替えても同じ")
-def test_swapped_return_fails():
-    expect("6.8a-1", make_tick(swap=True), Status.FAIL, "(次の state, y)")
+def test_swapped_return_is_named():
+    expect("6.8a-1", make_tick(swap=True), Status.FAIL, "戻り値の順が逆", "(ppermute の結果, y)")
+
+
+@pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t + d も t − d も t")
+def test_round_off_by_d_or_by_one_is_named():
+    expect("6.8a-1", make_tick(round_of=lambda t, d: t + d), Status.FAIL, "(t + d) // S", "(t − d) // S")
+    expect("6.8a-1", make_tick(round_of=lambda t, d: t - d + 1), Status.FAIL, "1 ティック早く")
+    expect("6.8a-1", make_tick(round_of=lambda t, d: t - d - 1), Status.FAIL, "1 ティック遅れて")
+
+
+def test_fresh_input_off_by_one_is_named():
+    msg = expect("6.8a-1", make_tick(fresh_until=lambda n: n + 1), Status.FAIL, "ティック S にも", "t < S")
+    assert "どのティックでも" not in msg
+    if N > 1:  # 1 デバイスでは t < 0 になり、新しい入力を 1 度も取らない（名前は言わない）
+        expect("6.8a-1", make_tick(fresh_until=lambda n: n - 1), Status.FAIL, "S − 2 まで", "t < S")
+
+
+def test_the_lessons_gpipe_tick_is_named():
+    def gpipe_tick(w, state, x_fresh, t, axis_name):  # 本編の GPipe の 1 ティックを写した: 毎回 x_fresh、w[0]
+        n = lax.axis_size(axis_name)
+        x_in = jnp.where(lax.axis_index(axis_name) == 0, x_fresh, state)
+        y = jnp.tanh(x_in @ w[0])
+        return lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y
+    expect("6.8a-1", gpipe_tick, Status.FAIL, "本編の GPipe", "w[v]")
 
 
 def test_wrong_structure_and_hardcoded_axis():
-    expect("6.8a-1", lambda w, s, x, t, a: make_tick()(w, s, x, t, a)[0], Status.FAIL, "2 つ組")
+    msg = expect("6.8a-1", lambda w, s, x, t, a: make_tick()(w, s, x, t, a)[0], Status.FAIL, "2 つ組", "配列 1 つ")
+    assert "Tracer" not in msg
     expect("6.8a-1", lambda w, s, x, t, a: (make_tick()(w, s, x, t, a)[0], x[None]), Status.FAIL, "形")
     expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name 以外の軸の名前")
 

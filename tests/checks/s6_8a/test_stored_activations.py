@@ -95,7 +95,7 @@ def test_global_max_and_scalar_are_named():
 def test_final_count_busy_cells_and_one_less_are_named():
     expect("6.8a-2", final_count, Status.FAIL, "表の最後に持っている数")
     expect("6.8a-2", busy_cells, Status.FAIL, "空きでないマス")
-    expect("6.8a-2", one_less, Status.FAIL, "1 少ない")
+    expect("6.8a-2", one_less, Status.FAIL, "1 少なく", "1 増やした後")
 
 
 def before_first_backward(schedule):  # 最初の B までの F の数: GPipe・1F1B では最大と同じ
@@ -120,8 +120,33 @@ def test_counting_only_up_to_the_first_backward_is_named():
     expect("6.8a-2", before_first_backward, Status.FAIL, "最初の B まで", "その後")
 
 
-def test_misreading_two_digit_numbers_fails():
-    expect("6.8a-2", one_digit, Status.FAIL, "になるはずが")
+def test_misreading_two_digit_numbers_is_named_not_as_one_less():
+    msg = expect("6.8a-2", one_digit, Status.FAIL, "になるはずが", "1 文字", "F10")
+    assert "1 少な" not in msg
+
+
+def lesson_rule(schedule):  # 本編の 1F1B の式 S − s をそのまま返す
+    return [len(schedule) - s for s in range(len(schedule))]
+
+
+def first_char(schedule):  # e[0] で種類を読む: 空きのマス "" で IndexError
+    out = []
+    for row in schedule:
+        live = best = 0
+        for e in row:
+            live += {"F": 1, "B": -1}[e[0]] if e[0] in "FB" else 0
+            best = max(best, live)
+        out.append(best)
+    return out
+
+
+def test_the_lessons_1f1b_rule_is_named():
+    expect("6.8a-2", lesson_rule, Status.FAIL, "GPipe の表", "S − s", "1F1B とは限りません")
+
+
+def test_index_error_on_an_idle_cell_is_explained():
+    msg = expect("6.8a-2", first_char, Status.FAIL, "空文字", "startswith")
+    assert "IndexError" not in msg and "string index" not in msg
 
 
 def test_wrong_length_and_types():
