@@ -160,13 +160,22 @@ def tp_max_ways(chip: _Chip, ffn: int, axes: int = 1) -> float:
     return ffn * _bw(chip, axes) / chip.flops
 
 
-def fsdp_tp_critical_batch(chip: _Chip, ffn: int) -> float:
-    """FSDP とテンソル並列を組み合わせたときの、1 チップあたりの最小のトークン数（ブック第 5 章: 2·α²/F）。
+def fsdp_tp_critical_batch(chip: _Chip, ffn: int, axes_product: float | None = None) -> float:
+    """FSDP とテンソル並列を組み合わせたときの、1 チップあたりの最小のトークン数（ブック第 5 章: 4·α² / (M_X·M_Y·F)）。
 
-    α = C / W は 1 軸の ``axis_bw`` でのしきい値、F は MLP の中間の幅。3 次元のトーラスで、FSDP と
-    テンソル並列に軸を最適に割り振ったとき（ブックの M_X·M_Y = 2）の式。"""
+    α = C / W は 1 軸の ``axis_bw`` でのしきい値、F は MLP の中間の幅。M_X と M_Y は FSDP とテンソル並列に
+    割り振ったトーラスの軸の数で、axes_product はその積 M_X·M_Y。省くとトーラスの軸をすべて割り振った値
+    （3 次元の v5p は 1 軸と 2 軸で 2、2 次元の v5e・v6e は 1 軸ずつで 1）を使う。v5p ではブックの 2·α²/F。
+    GPU の行は受け付けない（NVLink の出口は 1 つで、軸ごとの帯域の式が当てはまらない）。"""
+    torus = getattr(chip, "torus_axes", None)
+    if torus is None:
+        raise ValueError(f"{getattr(chip, 'name', 'chip')}: この式はトーラスの軸に FSDP とテンソル並列を割り振る TPU の式です")
+    if axes_product is None:
+        axes_product = (torus // 2) * (torus - torus // 2)
+    if not axes_product > 0:
+        raise ValueError(f"axes_product は正の数です: {axes_product!r}")
     alpha = chip.flops / chip.axis_bw
-    return 2 * alpha**2 / ffn
+    return 4 * alpha**2 / (axes_product * ffn)
 
 
 def train_flops(tokens: float, params: float, remat: bool = False) -> float:

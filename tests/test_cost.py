@@ -118,6 +118,23 @@ def test_book_ch6_llama3_70b_fsdp_on_8960_v5p_is_communication_bound():
     assert per_chip > cost.fsdp_tp_critical_batch(V5P, LLAMA3_70B_FFN)
 
 
+def test_book_ch5_fsdp_tp_bound_uses_the_axes_product_of_the_torus():
+    # ch. 5: B/N > 4·α² / (M_X·M_Y·F); "M_X·M_Y = 2 (as it must be for a 3D mesh)", about 400 for F = 32,768.
+    alpha = V5P.flops / V5P.axis_bw
+    assert cost.fsdp_tp_critical_batch(V5P, 32_768) == pytest.approx(2 * alpha**2 / 32_768)
+    assert cost.fsdp_tp_critical_batch(V5P, 32_768) == pytest.approx(400, rel=0.02)
+    # ch. 5's LLaMA-3 summary: 2 · 2550² / 30,000 = 432.
+    assert cost.fsdp_tp_critical_batch(V5P, 30_000) == pytest.approx(432, rel=0.01)
+    # A 2-D torus (v5e) gives one axis to each: M_X·M_Y = 1, twice the 3-D bound for the same alpha.
+    alpha_e = V5E.flops / V5E.axis_bw
+    assert cost.fsdp_tp_critical_batch(V5E, 8192) == pytest.approx(4 * alpha_e**2 / 8192)
+    assert cost.fsdp_tp_critical_batch(V5E, 8192, axes_product=2) == pytest.approx(2 * alpha_e**2 / 8192)
+    with pytest.raises(ValueError, match="TPU"):
+        cost.fsdp_tp_critical_batch(H100, 8192)
+    with pytest.raises(ValueError, match="axes_product"):
+        cost.fsdp_tp_critical_batch(V5P, 8192, axes_product=0)
+
+
 def test_book_ch4_block_remat_turns_6nd_into_8nd():
     assert cost.train_flops(10, 7) == 6 * 70
     assert cost.train_flops(10, 7, remat=True) / cost.train_flops(10, 7) == pytest.approx(cost.REMAT_FLOP_FACTOR)
