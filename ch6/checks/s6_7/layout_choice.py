@@ -3,8 +3,9 @@
 メモリは ch6.cost.zero_memory_bytes、集団通信の秒は ch6.cost の all_gather_time・reduce_scatter_time・all_reduce_time、
 重なりは ch6.cost.step_time で求めます（式を書き直しません）。重なりの約束は本編と同じ 1 つの話です:
 DP の勾配の all-reduce は逆伝播の裏に、FSDP（ZeRO-3）の順伝播の all-gather は順伝播の裏に、逆伝播の all-gather と
-reduce-scatter は逆伝播の裏に隠れる（そのため FSDP の計算律速のしきい値は DP と同じ）。TP の活性値の all-reduce は
-次の層がすぐに使うので隠れず、足し算です。
+reduce-scatter は逆伝播の裏に隠れる（そのため FSDP の計算律速のしきい値は DP と同じ）。TP の活性値の all-reduce
+（順伝播と逆伝播で L − 1 回）は次の層がすぐに使うので隠れず、足し算です。見積もりが同じなら、重ならないときの上界
+（隠すべき通信）の短いほう、それも同じならメモリの少ないほうを選ぶのも本編の 5 章と同じです。
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ TOL = 1e-9  # メモリも秒も、相対 1e-9 以内は等しい（問題文の
 
 def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: bool = False, dp_f32: bool = False,
               tp_layers: int = 1, bw: str = "axis_bw", serial: bool = False) -> dict:
-    """方式 -> (1 デバイスのメモリ, 1 ステップの秒)。キーワードは、名指しする誤りの答えを作るため。"""
+    """方式 -> (1 デバイスのメモリ, 重なるときの秒, 重ならないときの上界の秒)。キーワードは、名指しする誤りの答えを作るため。"""
     p, d, layers, tokens, act = model["params"], model["width"], model["layers"], model["tokens"], model["act"]
     w = getattr(hw, bw)
     fwd, bwd = 2 * tokens * p / n / hw.flops, 4 * tokens * p / n / hw.flops
@@ -30,7 +31,7 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
     ar = comm(lambda k: all_reduce_time(weights, k, w))
     ag = comm(lambda k: all_gather_time(weights, k, w))
     rs = comm(lambda k: reduce_scatter_time(weights, k, w))
-    tp = comm(lambda k: all_reduce_time(BF16 * tokens * d, k, w)) * 2 * (layers - tp_layers)
+    tp = comm(lambda k: all_reduce_time(BF16 * tokens * d, k, w)) * (layers - tp_layers)
     if dp_f32:
         ar *= 2
 
@@ -40,14 +41,15 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
 
     act_dp = act * tokens / n * d * layers
     if fsdp_like_dp:
-        fsdp_time = fwd + overlapped(bwd, ar)
+        fsdp = (fwd + overlapped(bwd, ar), fwd + bwd + ar)
     else:
-        fsdp_time = overlapped(fwd, ag) + overlapped(bwd, ag + rs)
+        fsdp = (overlapped(fwd, ag) + overlapped(bwd, ag + rs), fwd + bwd + 2 * ag + rs)
+    tp_step = step_time(fwd + bwd, tp).serial
     return {
-        "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + overlapped(bwd, ar)),
-        "FSDP": (zero_memory_bytes(p, n, 3) + act_dp, fsdp_time),
-        # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、残差の流れの活性値はバッチ全体
-        "TP": (zero_memory_bytes(p, n, 3) + act * tokens * d * layers, step_time(fwd + bwd, tp).serial),
+        "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + overlapped(bwd, ar), fwd + bwd + ar),
+        "FSDP": (zero_memory_bytes(p, n, 3) + act_dp, *fsdp),
+        # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、層の間の活性値はバッチ全体
+        "TP": (zero_memory_bytes(p, n, 3) + act * tokens * d * layers, tp_step, tp_step),
     }
 
 
@@ -55,23 +57,26 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= TOL * max(abs(a), abs(b))
 
 
-def pick(table: dict, capacity: float, *, strict: bool = False, more_memory: bool = False, reverse: bool = False,
+def pick(table: dict, capacity: float, *, strict: bool = False, more_exposed: bool = False, reverse: bool = False,
          use_memory: bool = True):
-    """収まる方式（メモリ ≤ 容量、許容 TOL）のうち最も速いもの。同じ秒ならメモリの少ないもの、それも同じなら
-    DP・FSDP・TP の順で先のもの。キーワードは名指しする誤りの答えを作るため。"""
+    """収まる方式（メモリ ≤ 容量、許容 TOL）のうち見積もりが最も短いもの。同じなら重ならないときの上界の短いもの、
+    それも同じならメモリの少ないもの、それも同じなら DP・FSDP・TP の順で先のもの。
+    キーワードは名指しする誤りの答えを作るため（more_exposed: 上界の長いほうを選ぶ）。"""
     order = LAYOUTS[::-1] if reverse else LAYOUTS
     fits = [k for k in order if not use_memory
             or (table[k][0] < capacity if strict else table[k][0] <= capacity * (1 + TOL))]
+
+    def better(k, best) -> bool:
+        (m, t, u), (bm, bt, bu) = table[k], table[best]
+        if not _same(t, bt):
+            return t < bt
+        if not _same(u, bu):
+            return (u > bu) if more_exposed else (u < bu)
+        return not _same(m, bm) and m < bm
+
     best = None
     for k in fits:
-        if best is None:
-            best = k
-            continue
-        (m, t), (bm, bt) = table[k], table[best]
-        if _same(t, bt):
-            if not _same(m, bm) and ((m > bm) if more_memory else (m < bm)):
-                best = k
-        elif t < bt:
+        if best is None or better(k, best):
             best = k
     return best
 
@@ -104,28 +109,31 @@ def cases(r):
     m = _model(4e9, 4096, 32, 16 * 2 * bt, 8.0)
     # 容量ちょうど: FSDP のメモリより相対 1e-12 だけ小さい容量（許容 1e-9 の内なので収まる）
     add("16 チップ・FSDP のメモリが容量ちょうど", tpu, 16, m, estimates(m, tpu, 16)["FSDP"][0] * (1 - 1e-12))
-    m = _model(1e9, 12288, 2, 8 * 0.5 * bt)
+    m = _model(1e9, 24576, 2, 8 * 0.5 * bt)
     add("8 チップ・2 層の広いモデル", tpu, 8, m, 400e9)
     add("8 チップ・2 層の広いモデル・容量が小さい", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
     add("大きすぎるモデル", tpu, 16, _model(4e11, 16384, 96, 16 * 4 * bt, 4.0), 32e9)
     add("2 チップ・1 チップに b* の 0.75 倍", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
     add("隠しの GPU・8 枚・1 枚に b* の 0.8 倍", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
     add("8 チップ・1 チップに b* の 1.5 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
-    add("8 チップ・4 層のモデル", tpu, 8, _model(1e9, 7424, 4, 8 * 0.5 * bt), 400e9)
+    add("8 チップ・4 層のモデル", tpu, 8, _model(1e9, 14848, 4, 8 * 0.5 * bt), 400e9)
     add("8 チップ・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 2 * bt), 10e9)
+    m = _model(1e9, 4096, 2, 2 * 0.75 * bt)
+    add("2 チップ・DP が収まらない 2 層のモデル", tpu, 2, m, 1.05 * estimates(m, tpu, 2)["FSDP"][0])
+    add("隠しの GPU・8 枚・2 層の広いモデル", gpu, 8, _model(1e9, 36864, 2, 8 * 0.5 * bg), 400e9)
     return out
 
 
 # 名指しする誤り: (estimates のキーワード, pick のキーワード, メッセージ)。答えの並びが丸ごと一致したら名指しする
 MISTAKES = (
     ({}, dict(strict=True), "メモリが容量ちょうど（相対 1e-9 以内）の方式を収まらないとしています。容量以下なら収まります。"),
-    ({}, dict(more_memory=True), "同じ秒の方式の中で、メモリの多いほうを選んでいます。同じ秒ならメモリの少ない方式を選びます。"),
+    ({}, dict(more_exposed=True), "見積もりが同じ方式の中で、隠す通信の多いほうを選んでいます。同じなら重ならないときの上界が短い方式です。"),
     ({}, dict(reverse=True), "秒もメモリも同じとき、TP・FSDP・DP の順で選んでいます。同じなら DP・FSDP・TP の順で先の方式です。"),
     ({}, dict(use_memory=False), "メモリを見ずに、いちばん速い方式を選んでいます。まず容量以下の方式に絞り、なければ None です。"),
     (dict(fsdp_like_dp=True), {}, "FSDP の通信を DP と同じにしています。FSDP は順伝播でも重みを all-gather し、順伝播の計算より長ければ差が残ります。"),
     (dict(dp_f32=True), {}, "DP の勾配を 4 バイトで数えたので、all-reduce が 2 倍です。勾配は bf16 の 2 バイト（2P バイト）で送ります。"),
     (dict(s_one=True), {}, "集団通信の (n − 1)/n を 1 にしています。n = 2 では送る量が半分で、n = 1 なら通信はありません。"),
-    (dict(tp_layers=0), {}, "TP の all-reduce を L 層で数えています。層の間は L − 1 か所なので、2·(L − 1) 回です。"),
+    (dict(tp_layers=0), {}, "TP の all-reduce を L 回と数えています。順伝播と逆伝播を合わせて L − 1 回です。"),
     (dict(bw="hbm_bw"), {}, "通信の秒を HBM の帯域 hbm_bw で割っています。集団通信はチップ間の axis_bw で割ります。"),
     (dict(bw="link_oneway"), {}, "TPU の通信をリンクの片方向 link_oneway で割っています。軸のリングは両方向の axis_bw で割ります。"),
     (dict(bw="all_axes_bw"), {}, "通信をすべての軸の帯域 all_axes_bw で割っています。1 つのメッシュ軸のリングは axis_bw です。"),
@@ -159,14 +167,14 @@ def check_choose_layout(fn):
     table, g, w = estimates(model, hw, n), got[k], want[k]
     cap = hw.hbm_bytes / 1e9
     if w is None:
-        low = min(m for m, _ in table.values()) / 1e9
+        low = min(row[0] for row in table.values()) / 1e9
         raise Fail(f"{label}: いちばん小さい方式でも {low:.1f} GB で容量 {cap:.1f} GB に収まらないので、None のはずが {g} でした。")
     if g is None:
         raise Fail(f"{label}: {w} は {table[w][0] / 1e9:.1f} GB で容量 {cap:.1f} GB に収まるので、None ではなく {w} のはずでした。")
     if table[g][0] > hw.hbm_bytes * (1 + TOL):
         raise Fail(f"{label}: {g} は {table[g][0] / 1e9:.1f} GB で容量 {cap:.1f} GB を超えるので、{w} のはずでした。")
     if _same(table[g][1], table[w][1]):
-        raise Fail(f"{label}: {g} と {w} は同じ {table[w][1] * 1e3:.3g} ms で、メモリは {w} のほうが少ない"
-                   f"（{table[w][0] / 1e9:.1f} GB）ので、{w} のはずが {g} でした。")
+        raise Fail(f"{label}: 見積もりは {g} も {w} も {table[w][1] * 1e3:.3g} ms で、重ならないときの上界が {w} のほうが"
+                   f"短いので、{w} のはずが {g} でした。")
     raise Fail(f"{label}: 見積もりは {g} が {table[g][1] * 1e3:.3g} ms、{w} が {table[w][1] * 1e3:.3g} ms なので、"
                f"{w} のはずが {g} でした。")
