@@ -67,10 +67,11 @@ def init_state(config: lm.Config, key, shardings):
     import jax
     import jax.numpy as jnp
 
-    params, _ = lm.init_params(config, key)
-    make = jax.jit(lambda p: {"params": p, "opt_state": optimizer().init(p), "step": jnp.zeros((), jnp.int32)},
-                   out_shardings=shardings)
-    return make(params)
+    def make(key):
+        params, _ = lm.init_params(config, key)
+        return {"params": params, "opt_state": optimizer().init(params), "step": jnp.zeros((), jnp.int32)}
+
+    return jax.jit(make, out_shardings=shardings)(key)
 
 
 def make_step(config: lm.Config, rules: dict, shardings, batch_sharding):

@@ -13,6 +13,8 @@
   なければ最初から学習します。書きかけのチェックポイント（一時ディレクトリ）は Orbax が数えません。
 - 各プロセスは :class:`ch6.capstone.data.ByteBatches` でグローバルバッチのうちそのプロセスの行だけを作ります。
 - ``--save-every k`` ステップおきに非同期で保存します。
+- ``--cache-dir`` を渡すと JAX の永続コンパイルキャッシュを使います（起動し直したとき、同じメッシュの学習ステップを
+  コンパイルし直さない）。CPU のコード生成の最適化は、``--optimize`` を付けない限り省きます（コンパイルが速くなる）。
 - ``--die-at s --die-process p``: プロセス p が、ステップ s の保存を始めた直後に SIGKILL で自分を止めます
   （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。
 - 最後に ``RESULT {...}`` の 1 行（JSON）を出します（再開したステップ、各ステップの損失）。
@@ -38,11 +40,20 @@ def main(argv=None) -> int:
     ap.add_argument("--die-at", type=int, help="このステップの保存を始めた直後に止まる")
     ap.add_argument("--die-process", type=int, default=1)
     ap.add_argument("--heartbeat-timeout", type=int, default=10)
+    ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュ（起動し直したとき、同じプログラムをコンパイルし直さない）")
+    ap.add_argument("--optimize", action="store_true",
+                    help="CPU のコード生成を最適化する（既定は省いて、コンパイルを約半分の時間にする）")
     ap.add_argument("--json", action="store_true", help="（ランチャが付ける。RESULT 行はいつも出す）")
     args = ap.parse_args(argv)
 
+    if not args.optimize:   # 小さなモデルを数ステップ動かすだけなので、時間の大半はコンパイル。LLVM の最適化を省く
+        flags = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
     import jax
 
+    if args.cache_dir:
+        jax.config.update("jax_compilation_cache_dir", args.cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     if args.num_processes and args.num_processes > 1:
         jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
                                    process_id=args.process_id, coordinator_bind_address=args.coordinator,
@@ -80,7 +91,7 @@ def main(argv=None) -> int:
         if s % args.save_every == 0 and train.save(mgr, state, batches.state()):
             print(f"ステップ {s} の保存を始めました", flush=True)
         if args.die_at == s and args.die_process == pid:
-            print(f"模擬故障: process {pid} は保存の途中で止まります (SIGKILL)", flush=True)
+            print(f"模擬故障: プロセス {pid} は保存の途中で止まります (SIGKILL)", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
     mgr.wait_until_finished()
     print(f"ステップ {args.steps} まで終わりました。完全なチェックポイント: {mgr.all_steps()}", flush=True)

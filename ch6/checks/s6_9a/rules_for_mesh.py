@@ -1,0 +1,145 @@
+"""6.9a-1 make_rules: 隠しのモデルの設定とメッシュの形に合う、FSDP × テンソル並列の論理軸の規則。
+
+メッシュは ``jax.sharding.AbstractMesh``（形と軸の名前だけ）なので、デバイスの数によらず、割り切れない場面を作れます。
+確かめること（問題文の約束）:
+
+- 規則で各パラメータを配置できる（同じメッシュ軸を 1 つの配列の 2 つの次元に使わない、どの次元も割り切れる）
+- バッチは data と fsdp に分割し、tensor には分割しない
+- パラメータの 1 デバイスあたりの要素数の合計が、約束の規則（割り切れる論理軸はすべて分割）と同じ
+"""
+from __future__ import annotations
+
+import math
+
+from ...checking import Fail, call, exercise
+from ...lm import Config, logical_axes, to_mesh_spec
+from .common import exercise_rng
+
+AXES = ("data", "fsdp", "tensor")
+
+
+def reference(config: Config, mesh) -> dict:
+    t, f = mesh.shape["tensor"], mesh.shape["fsdp"]
+    rules = {"batch": ("data", "fsdp")}
+    if config.d_model % f == 0:
+        rules["embed"] = "fsdp"
+    for name, size in (("heads", config.n_heads), ("mlp", config.d_ff), ("vocab", config.vocab)):
+        if size % t == 0:
+            rules[name] = "tensor"
+    if config.n_heads % t and config.d_head % t == 0:
+        rules["head_dim"] = "tensor"
+    return rules
+
+
+def _leaves(tree, prefix=""):
+    """(名前, 論理軸の P) の列（logical_axes の辞書を平らにする）。"""
+    out = []
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out += _leaves(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _shapes(config: Config) -> dict[str, tuple[int, ...]]:
+    import jax
+
+    from ...lm import init_params
+
+    shapes = jax.eval_shape(lambda: init_params(config, jax.random.key(0))[0])
+    flat = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+        name = ".".join(str(getattr(p, "key", p)) for p in path)
+        flat[name] = tuple(leaf.shape)
+    return flat
+
+
+def _ways(entry, mesh) -> int:
+    if entry is None:
+        return 1
+    names = (entry,) if isinstance(entry, str) else tuple(entry)
+    return math.prod(mesh.shape[n] for n in names)
+
+
+def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[str, int]:
+    """規則で配置したときの、パラメータごとの 1 デバイスあたりの要素数（配置できなければ Fail）。"""
+    shapes = _shapes(config)
+    out = {}
+    for name, spec in _leaves(logical_axes(config)):
+        try:
+            mesh_spec = to_mesh_spec(spec, rules, mesh)
+        except ValueError:
+            raise Fail(f"{what}: 規則が {name}（論理軸 {tuple(spec)}）の 2 つの次元に同じメッシュ軸を使っています。"
+                       "1 つのメッシュ軸は 1 つの配列の 1 つの次元にしか使えません。") from None
+        except KeyError as err:
+            raise Fail(f"{what}: 規則にメッシュにない軸 {err} があります。メッシュの軸は data・fsdp・tensor です。") from None
+        shape = shapes[name]
+        count = 1
+        for dim, (size, entry) in enumerate(zip(shape, tuple(mesh_spec) + (None,) * len(shape))):
+            ways = _ways(entry, mesh)
+            if size % ways:
+                logical = spec[dim]
+                raise Fail(f"{what}: 規則が {logical} を {entry}（{ways} 方向）に分割していますが、パラメータ {name} のその次元は"
+                           f" {size} で割り切れず、配置できません。割り切れない論理軸は分割しない約束です。")
+            count *= size // ways
+        out[name] = count
+    return out
+
+
+def _rules_dict(out, what: str) -> dict:
+    if not isinstance(out, dict):
+        raise Fail(f"{what}: 規則は辞書（論理軸の名前 → メッシュ軸）で返してください。実際は {type(out).__name__} でした。")
+    for k, v in out.items():
+        names = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (tuple, list)) else None
+        if not isinstance(k, str) or (v is not None and (names is None or not all(isinstance(n, str) for n in names))):
+            raise Fail(f"{what}: 規則の項目 {k!r}: {v!r} が読めません。値はメッシュ軸の名前か、そのタプルか None です。")
+        if names and any(n not in AXES for n in names):
+            raise Fail(f"{what}: 規則にメッシュにない軸 {v!r} があります。メッシュの軸は data・fsdp・tensor です。")
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in out.items()}
+
+
+def cases(r):
+    """(説明, config, mesh の形): 割り切れる・heads だけ割り切れない・embed が割り切れない・大きさ 1 の軸。"""
+    from jax.sharding import AbstractMesh
+
+    def mesh(shape):
+        return AbstractMesh(tuple(shape), AXES)
+
+    d_head = int(r.choice([6, 12]))
+    return [
+        ("ヘッドが tensor で割り切れない設定", Config(d_model=48, n_heads=5, d_head=d_head, d_ff=96, n_layers=1),
+         mesh((1, 4, 3))),
+        ("すべて割り切れる設定", Config(d_model=40, n_heads=4, d_head=8, d_ff=80, n_layers=2), mesh((2, 2, 2))),
+        ("d_model が fsdp で割り切れない設定", Config(d_model=50, n_heads=6, d_head=4, d_ff=72, n_layers=1),
+         mesh((1, 3, 2))),
+        ("tensor が 1 のメッシュ", Config(d_model=36, n_heads=3, d_head=4, d_ff=36, n_layers=1), mesh((2, 3, 1))),
+        ("語彙が tensor で割り切れない設定", Config(vocab=250, d_model=24, n_heads=4, d_head=6, d_ff=48, n_layers=1),
+         mesh((1, 2, 4))),
+    ]
+
+
+@exercise("6.9a-1", "make_rules")
+def check_make_rules(fn):
+    r = exercise_rng(1)
+    for label, config, mesh in cases(r):
+        rules = _rules_dict(call(fn, config, mesh), label)
+        batch = to_mesh_spec(("batch",), rules, mesh) if "batch" in rules else None
+        batch_axes = () if not batch or batch[0] is None else ((batch[0],) if isinstance(batch[0], str) else batch[0])
+        want_batch = tuple(a for a in ("data", "fsdp") if mesh.shape[a] > 1)
+        if "tensor" in batch_axes and mesh.shape["tensor"] > 1:
+            raise Fail(f"{label}: バッチを tensor にも分割しています。テンソル並列の軸のデバイスは同じサンプルを受け持つので、"
+                       "バッチは data と fsdp だけに分割します。")
+        if tuple(a for a in batch_axes if mesh.shape[a] > 1) != want_batch:
+            raise Fail(f"{label}: バッチは data と fsdp の順に分割する約束ですが、規則の batch は"
+                       f" {rules.get('batch')!r} でした。")
+        got = per_device_elements(rules, config, mesh, label)
+        want = per_device_elements(reference(config, mesh), config, mesh, label)
+        more = [name for name in want if got[name] > want[name]]
+        if more:
+            hint = ""
+            if any(n.endswith(("wq", "wk", "wv", "wo")) for n in more) and config.n_heads % mesh.shape["tensor"]:
+                hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor に分割できます。"
+            raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
+                       f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
+    return "隠しの 5 つの設定とメッシュで、どのパラメータも配置でき、1 デバイスあたりの要素数が最小になりました。"

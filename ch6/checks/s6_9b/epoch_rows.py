@@ -1,0 +1,112 @@
+"""6.9b-1 process_rows: エポックごとに窓を並べ替え（重複なし）、プロセスの行だけを返すデータのシャード。
+
+約束（問題文）: 文章を重ならない窓（長さ seq + 1）W = len(data) // (seq + 1) 個に切り、エポック e の順序は
+``default_rng((seed, e)).permutation(W)``。窓の列はエポック 0、1、… の順序をつないだもの。ステップ t の
+グローバルバッチはその列の [t·B, (t+1)·B) 番目、プロセス p（P 個のうち）はその行 [p·B/P, (p+1)·B/P)。
+隠しの文章の長さ・seq・B・seed で、エポックの境目をまたぐステップと、いくつものプロセスの数で確かめます。
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, call, exercise
+from .common import exercise_rng
+
+
+def windows(data: np.ndarray, seq: int) -> np.ndarray:
+    w = len(data) // (seq + 1)
+    return data[: w * (seq + 1)].reshape(w, seq + 1)
+
+
+def stream_ids(n_windows: int, start: int, count: int, seed: int) -> np.ndarray:
+    """窓の列の [start, start + count) 番目の窓の番号。"""
+    out = []
+    for k in range(start, start + count):
+        e, i = divmod(k, n_windows)
+        out.append(np.random.default_rng((seed, e)).permutation(n_windows)[i])
+    return np.asarray(out)
+
+
+def reference(data, step, process_index, process_count, batch, seq, seed):
+    win = windows(np.asarray(data), seq)
+    ids = stream_ids(len(win), step * batch, batch, seed)
+    per = batch // process_count
+    return win[ids[process_index * per:(process_index + 1) * per]].astype(np.int32)
+
+
+def _wrong(kind, data, step, p, count, batch, seq, seed):
+    """名指しする誤り（kind ごと）の答え。"""
+    win = windows(data, seq)
+    per = batch // count
+    if kind == "lesson":  # ステップごとに乱数で位置を選ぶ（重複あり、6.9a の ByteBatches）
+        starts = np.random.default_rng((seed, step)).integers(0, len(data) - seq - 1, size=batch)
+        rows = data[starts[:, None] + np.arange(seq + 1)]
+        return rows[p * per:(p + 1) * per]
+    if kind == "process_seed":  # プロセスごとに種を変える
+        return reference(data, step, 0, 1, batch, seq, seed + p)[:per]
+    if kind == "strided":  # 行を飛び飛びに取る
+        return reference(data, step, 0, 1, batch, seq, seed)[p::count]
+    if kind == "one_epoch":  # エポックの境目で、前のエポックの残りを捨てて次のエポックから始める
+        steps_per_epoch = len(win) // batch
+        e, s = divmod(step, steps_per_epoch)
+        ids = np.random.default_rng((seed, e)).permutation(len(win))[s * batch:(s + 1) * batch]
+        return win[ids][p * per:(p + 1) * per]
+    if kind == "same_order":  # どのエポックも同じ並べ替え（エポック 0 の順序）
+        ids = [np.random.default_rng((seed, 0)).permutation(len(win))[k % len(win)]
+               for k in range(step * batch, (step + 1) * batch)]
+        return win[np.asarray(ids)][p * per:(p + 1) * per]
+    raise ValueError(kind)
+
+
+_MISTAKES = (
+    ("lesson", "ステップごとに乱数で位置を選んでいます（6.9a の ByteBatches の方法）。この問題は、重ならない窓をエポックごとに並べ替えて、重複なく使います。"),
+    ("process_seed", "プロセスごとに乱数の種を変えたので、プロセスの数を変えるとグローバルバッチが変わります。並べ替えはプロセスによらず (seed, エポック) だけで決めます。"),
+    ("strided", "行を飛び飛びに（p, p + P, …）取っています。プロセス p はグローバルバッチの連続した行 p·B/P から (p+1)·B/P までを受け持ちます。"),
+    ("one_epoch", "エポックの境目で前のエポックの残りの窓を捨てています。窓の列はエポックをつないだものなので、境目をまたぐバッチは前のエポックの残りと次のエポックの先頭から作ります。"),
+    ("same_order", "どのエポックも同じ順序で窓を並べています。エポック e の順序は default_rng((seed, e)) の並べ替えです。"),
+)
+
+
+def cases(r):
+    """(説明, data, batch, seq, seed, steps, counts): エポックの境目をまたぐステップを含む。"""
+    out = []
+    for seq, batch, length in ((7, 12, 700), (5, 24, 1000), (9, 6, 311)):
+        data = r.integers(0, 256, size=length).astype(np.uint8)
+        w = length // (seq + 1)
+        cross = (w // batch) if w % batch else max(0, w // batch - 1)   # エポックの境目をまたぐステップ
+        steps = sorted({0, cross, cross + 1, 3 * w // batch + 1})
+        counts = [c for c in (1, 2, 3, 4, 6) if batch % c == 0]
+        out.append((f"隠しの文章 {length} バイト・seq {seq}・バッチ {batch}", data, batch, seq, int(r.integers(1, 99)),
+                    steps, counts))
+    return out
+
+
+@exercise("6.9b-1", "process_rows")
+def check_process_rows(fn):
+    r = exercise_rng(1)
+    for label, data, batch, seq, seed, steps, counts in cases(r):
+        for step in steps:
+            for count in counts:
+                for p in range(count):
+                    out = call(fn, data.copy(), step, p, count, batch, seq, seed)
+                    want = reference(data, step, p, count, batch, seq, seed)
+                    where = f"{label}、ステップ {step}、{count} プロセスの process {p}"
+                    try:
+                        got = np.asarray(out)
+                    except Exception:
+                        raise Fail(f"{where}: 配列のはずが {type(out).__name__} が返りました。") from None
+                    if got.shape != want.shape:
+                        raise Fail(f"{where}: 形 {want.shape}（このプロセスの行数, seq + 1）の配列のはずが、"
+                                   f"形 {got.shape} が返りました。")
+                    if not np.issubdtype(got.dtype, np.integer):
+                        raise Fail(f"{where}: バイトのトークンは整数（int32）で返します。dtype は {got.dtype} でした。")
+                    if (got == want).all():
+                        continue
+                    for kind, message in _MISTAKES:
+                        alt = _wrong(kind, data, step, p, count, batch, seq, seed)
+                        if alt.shape == got.shape and (alt == got).all():
+                            raise Fail(f"{where}: {message}")
+                    if (np.sort(got, axis=0) == np.sort(want, axis=0)).all():
+                        raise Fail(f"{where}: 窓は合っていますが、行の順序が違います。行はグローバルバッチの順に並べます。")
+                    raise Fail(f"{where}: 返った行が、約束の窓の列のステップ {step} の行と一致しません。")
+    return "隠しの 3 つの文章で、エポックの境目をまたぐステップとどのプロセスの数でも、行が一致しました。"

@@ -1,0 +1,53 @@
+"""6.9b-1 process_rows: 参照と別の正解（グローバルバッチ全体を作ってから切る）は通り、本編の乱数の窓、
+プロセスごとの種、飛び飛びの行、エポックの境目で残りを捨てる、どのエポックも同じ順序、形・型・順序の誤りは
+それぞれの言葉で落ちる。"""
+import numpy as np
+
+from ch6 import Status
+from ch6.checks.s6_9b.epoch_rows import _wrong, reference
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.9b-1"
+
+
+def test_reference_passes():
+    expect(EX, reference, Status.PASS, "エポックの境目")
+
+
+def test_whole_batch_then_slice_passes():
+    def by_stream(data, step, p, count, batch, seq, seed):
+        data = np.asarray(data)
+        w = len(data) // (seq + 1)
+        win = data[: w * (seq + 1)].reshape(w, seq + 1)
+        epochs = range(step * batch // w, (step + 1) * batch // w + 1)
+        order = np.concatenate([np.random.default_rng((seed, e)).permutation(w) for e in epochs])
+        offset = step * batch - epochs[0] * w
+        rows = win[order[offset:offset + batch]]
+        per = batch // count
+        return rows[p * per:(p + 1) * per].astype(np.int32)
+    expect(EX, by_stream, Status.PASS)
+
+
+def _slip(kind):
+    return lambda d, s, p, c, b, q, seed: _wrong(kind, np.asarray(d), s, p, c, b, q, seed)
+
+
+def test_named_mistakes():
+    expect(EX, _slip("lesson"), Status.FAIL, "乱数で位置を選んで")
+    expect(EX, _slip("process_seed"), Status.FAIL, "プロセスごとに乱数の種")
+    expect(EX, _slip("strided"), Status.FAIL, "飛び飛び")
+    expect(EX, _slip("one_epoch"), Status.FAIL, "残りの窓を捨てて")
+    expect(EX, _slip("same_order"), Status.FAIL, "同じ順序")
+
+
+def test_shape_dtype_and_order():
+    expect(EX, lambda *a: reference(*a)[:, :-1], Status.FAIL, "形")
+    expect(EX, lambda *a: reference(*a).astype(np.float32), Status.FAIL, "整数")
+    expect(EX, lambda *a: reference(*a)[::-1], Status.FAIL, "行の順序")
+    expect(EX, lambda *a: reference(*a) + 1, Status.FAIL, "一致しません")
+    expect(EX, lambda *a: "rows", Status.FAIL, "形")
+
+
+def test_not_done_and_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR)
