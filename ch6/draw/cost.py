@@ -78,16 +78,24 @@ def step_times(counts: Sequence[int], curves: Mapping[str, Sequence[float]],
         # 印は先の線ほど大きく描く: 線が重なっても、後の小さな印が前の大きな印の中に見える
         ax.plot(counts, ys, color=color(k), marker=_MARKERS[k % len(_MARKERS)], ms=max(9 - 1.5 * k, 3),
                 mec="black", mew=0.5, lw=1.6, ls=_STYLES[k % len(_STYLES)], zorder=2 + k)
-        ends.append((float(np.log10(ys[-1])), name))
-    # 右端の名前が重ならないように、縦に少しずつずらす（縦軸の幅の 6 % 以上離す、対数の軸）
+        ends.append((float(np.log10(ys[-1])), k, name))
+    # 右端の名前が重ならないように、縦に少しずつずらす（縦軸の幅の 6 % 以上離す、対数の軸）。
+    # ずらした名前も線と結びつくように、線の端から細い引き出し線を引き、名前の前に線と同じ印と線の種類を描く
+    # （色に頼らず、白黒でも読める）
     ends.sort()
     logs = np.log10(np.array([v for vals in curves.values() for v in vals], dtype=float) * 1e3)
     gap = 0.06 * max(float(logs.max() - logs.min()), 0.5)
     placed: list[float] = []
-    for y, _ in ends:
+    for y, _, _ in ends:
         placed.append(max(y, placed[-1] + gap) if placed else y)
-    for (_, name), y in zip(ends, placed):
-        ax.text(counts[-1] * 1.15, 10**y, name, va="center", ha="left", fontsize=8, color="#222222")
+    x_end, x_key0, x_key1 = counts[-1], counts[-1] * 1.3, counts[-1] * 1.9
+    for (y_end, k, name), y in zip(ends, placed):
+        ax.plot([x_end * 1.05, x_key0], [10**y_end, 10**y], color="#777777", lw=0.6, clip_on=False)
+        ax.plot([x_key0, x_key1], [10**y, 10**y], color=color(k), lw=1.6, ls=_STYLES[k % len(_STYLES)],
+                clip_on=False)
+        ax.plot([(x_key0 * x_key1) ** 0.5], [10**y], color=color(k), marker=_MARKERS[k % len(_MARKERS)], ms=5,
+                mec="black", mew=0.5, ls="none", clip_on=False)
+        ax.text(x_key1 * 1.05, 10**y, name, va="center", ha="left", fontsize=8, color="#222222")
     if mark is not None:
         ax.axvline(mark, color="#555555", ls=":", lw=1)
         ax.text(mark, 1.0, f" 今: {mark} デバイス", transform=ax.get_xaxis_transform(), va="top",
@@ -96,7 +104,7 @@ def step_times(counts: Sequence[int], curves: Mapping[str, Sequence[float]],
     ax.set_yscale("log")
     ax.set_xticks(counts)
     ax.set_xticklabels([str(c) for c in counts])
-    ax.set_xlim(counts[0] / 1.3, counts[-1] * 6)
+    ax.set_xlim(counts[0] / 1.3, counts[-1] * 9)
     ax.set_xlabel("デバイスの数")
     ax.set_ylabel("1 ステップの見積もり（ミリ秒）")
     ax.grid(True, which="major", color="#dddddd", lw=0.6)
