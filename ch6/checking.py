@@ -160,15 +160,15 @@ def expect_close(got, want, what: str = "出力", *, rtol: float = 1e-4, atol: f
     except Exception:
         raise Fail(f"{what}を数値の配列に変換できませんでした（型は {type(got).__name__}）。{hint}".strip()) from None
     w = want.astype(np.float64)
+    sep = " " if what[-1:].isascii() and what[-1:].strip() else ""  # 「'w' の値」のように英数字の後は空ける
     if not np.all(np.isfinite(g)):
-        raise Fail(f"{what}に NaN または inf が含まれています。{hint}".strip())
+        raise Fail(f"{what}{sep}に NaN または inf が含まれています。{hint}".strip())
     err = np.abs(g - w)
     bad = err > atol + rtol * np.abs(w)
     if bad.any():
         idx = np.unravel_index(np.argmax(np.where(bad, err, -1)), err.shape) if err.ndim else ()
         pos = f"位置 {fmt(tuple(int(i) for i in idx))} で " if idx else ""
         count = f"、{bad.size} 要素中 {int(bad.sum())} 要素が許容誤差の外" if bad.size > 1 else ""  # スカラーには数えない
-        sep = " " if what[-1:].isascii() and what[-1:].strip() else ""  # 「'w' の値」のように英数字の後は空ける
         label = what if what.endswith("値") else f"{what}{sep}の値"  # 「の値の値」「戻り値の値」にしない
         raise Fail(f"{label}が違います（{pos}{fmt(w[idx])} のはずが {fmt(g[idx])}{count}）。{hint}".strip())
 

@@ -16,11 +16,11 @@ def _loss1_factory(d: int):
         """隠しモデル: x (d,), y () の 1 サンプル用。1 サンプルでないものが来たら知らせる。"""
         shape = tuple(getattr(x, "shape", ()))
         if len(shape) != 1:
-            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの形 ({d},)）。"
-                       "sample_loss は 1 サンプル用です: vmap で包み、in_axes でバッチの軸を指定しましょう。")
+            raise Fail(f"sample_loss の x は 1 サンプルの形 ({d},) のはずが、形 {shape} で渡されました。"
+                       "vmap で包み、in_axes でバッチの軸を指定しましょう。")
         if shape != (d,):
-            raise Fail(f"sample_loss に形 {shape} の x が渡されました（期待は 1 サンプルの特徴 ({d},)）。"
-                       "xs の形は (特徴, バッチ) なので、バッチは 1 軸目です: in_axes=(None, 1, 0)。")
+            raise Fail(f"sample_loss の x は形 ({d},) のはずが、形 {shape} で渡されました。"
+                       "xs は (特徴, バッチ) の並びなので、バッチは 1 軸目です。")
         pred = params["v"] @ jnp.tanh(params["W"] @ x + params["b"])
         return (pred - y) ** 2
 
@@ -39,18 +39,16 @@ def _named_mistake(got: float, params, xs, ys) -> str | None:
     pred = np.tanh(xs.T @ params["W"].T + params["b"]) @ params["v"]
     cases = [
         (((pred[:, None] - ys[None, :]) ** 2).mean(),
-         "ys をバッチにしていません（in_axes の 3 つ目が None）。各サンプルの予測がすべての ys と比べられています。"
-         "ys の 0 軸もバッチなので、in_axes=(None, 1, 0) です。"),
+         "in_axes の 3 つ目が None なので、各サンプルの予測がすべての ys と比べられています。ys の 0 軸もバッチです。"),
         (per.sum() / d,
-         f"合計を特徴の数 {d}（xs.shape[0]）で割っています。サンプルの数は xs.shape[1] です（jnp.mean なら数えずに済みます）。"),
+         f"合計を特徴の数 {d}（xs.shape[0]）で割っています。サンプルの数は xs.shape[1] です。"),
         (float(_loss1_np(params, xs.mean(axis=1, keepdims=True), np.array([ys.mean()]))[0]),
-         "平均した入力の損失になっています（サンプルを先に平均してから 1 回だけ損失を計算）。"
-         "先に各サンプルの損失を vmap で求め、そのあとで平均します。"),
+         "サンプルを先に平均したので、平均した入力の損失になっています。各サンプルの損失を vmap で求めてから平均します。"),
         (_loss1_np(params, xs.reshape(b, d).T, ys).mean(),
-         f"xs を reshape({b}, {d}) で並べ替えています。reshape は転置ではないので、サンプルの特徴が混ざります。"
-         "バッチの軸は in_axes=(None, 1, 0) で指定します（並べ替えるなら xs.T）。"),
+         f"xs を reshape({b}, {d}) で並べ替えたので、サンプルの特徴が混ざっています（reshape は転置ではありません）。"
+         "バッチの軸は in_axes で指定します。"),
         (np.sqrt(per.mean()),
-         "平均の平方根になっています。sample_loss の値（2 乗誤差）をそのまま平均します。"),
+         "平均の平方根が返りました。sample_loss の値（2 乗誤差）をそのまま平均します。"),
     ]
     for value, why in cases:
         if np.isclose(got, value, rtol=1e-4, atol=1e-5):
@@ -77,34 +75,29 @@ def check_batched_loss(fn):
     except LearnerError as exc:
         text = str(exc.exc)
         if "inconsistent sizes" in text and "argument params" in text:
-            raise Fail("vmap が params までバッチ化しようとしています（inconsistent sizes）。"
+            raise Fail("vmap が params までバッチにしようとして、軸の大きさがそろいません。"
                        "params は全サンプル共通なので、in_axes の最初は None です。") from None
         if "map its argument along axis 1" in text:  # in_axes=1 をすべての引数に
             if f"shape is ({b},)" in text:
-                raise Fail(f"in_axes で ys（形 ({b},)）の 1 軸目をバッチにしようとしています。ys はバッチの 1 つの軸しか"
-                           "持たないので、in_axes の 3 つ目は 0 です: in_axes=(None, 1, 0)。") from None
-            raise Fail("in_axes で params の葉の 1 軸目までバッチにしようとしています（in_axes=1 はすべての引数に効きます）。"
-                       "params は全サンプル共通なので None、xs は 1、ys は 0: in_axes=(None, 1, 0)。") from None
+                raise Fail(f"in_axes で ys（形 ({b},)）の 1 軸目をバッチにしようとしましたが、ys には 0 軸しかありません。"
+                           "ys の in_axes は 0 です。") from None
+            raise Fail("in_axes=1 がすべての引数に効き、params の葉までバッチにしようとしています。"
+                       "引数ごとに in_axes を指定しましょう（共通の params は None）。") from None
         if "inconsistent sizes" in text:
-            raise Fail(f"vmap の軸の大きさがそろいません（inconsistent sizes）: xs の形は (特徴 {d}, バッチ {b}) で、"
-                       "バッチは 1 軸目です。in_axes=(None, 1, 0) としましょう。") from None
+            raise Fail(f"vmap でバッチにする軸の大きさがそろいません。xs は (特徴 {d}, バッチ {b}) の並びで、バッチは 1 軸目です。") from None
         raise
     shape = shape_of(got)
     if shape == (b,):
-        raise Fail(f"形 ({b},) のサンプルごとの損失が返りました。期待はスカラー（平均）です。"
-                   "最後に jnp.mean で平均を取りましょう。")
+        raise Fail(f"スカラーの平均のはずが、形 ({b},) のサンプルごとの損失でした。最後に jnp.mean で平均しましょう。")
     if shape == () and matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
-        raise Fail(f"合計 {float(np.asarray(got)):.4g} が返りました。期待は平均 {want:.4g} です。"
-                   "jnp.sum ではなく jnp.mean を使いましょう。")
+        raise Fail(f"平均 {want:.4g} のはずが、合計 {float(np.asarray(got)):.4g} でした。jnp.sum ではなく jnp.mean を使いましょう。")
     if shape == (1,):
-        raise Fail("形 (1,) の配列が返りました。期待はスカラー（形 ()）の平均です。"
-                   "jnp.mean の keepdims=True や reshape を外しましょう。")
+        raise Fail("スカラー（形 ()）のはずが、形 (1,) の配列でした。keepdims=True や reshape を外しましょう。")
     if shape == () and not matches(got, want):
         why = _named_mistake(float(np.asarray(got)), params, xs, ys)
         if why:
-            raise Fail(f"batched_loss の戻り値 {float(np.asarray(got)):.4g} は、期待の平均 {want:.4g} と違います: {why}")
+            raise Fail(why)
     expect_close(got, np.float64(want), "batched_loss の戻り値", rtol=1e-4, atol=1e-5,
-                 hint="xs の 1 軸目がバッチです。各サンプルの損失を vmap で求め、jnp.mean で平均します。")
+                 hint="xs の 1 軸目がバッチです。")
     expect_no_batch_loop(fn, lambda n: (sample_loss, params, *data(n)))
-    return (f"隠し入力（特徴 {d} × {b} サンプル、隠れ層 {h}）で平均損失が一致し、"
-            "jaxpr はバッチサイズに依存しません。")
+    return f"特徴 {d} × {b} サンプルで平均損失が一致し、jaxpr はバッチサイズに依存しません。"

@@ -37,15 +37,13 @@ def _expect_replicated(tree, n, what):
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
         name = jax.tree_util.keystr(path)
         if not isinstance(leaf, jax.Array):
-            raise Fail(f"{what}{name} が {type(leaf).__name__} です（jax.Array ではありません）。"
-                       "NumPy に戻さず、jit した関数の出力をそのまま返しましょう。")
+            raise Fail(f"{what}{name} が {type(leaf).__name__} で、jax.Array ではありません。jit した関数の出力をそのまま返しましょう。")
         sh = leaf.sharding
         if len(sh.device_set) != n:
-            raise Fail(f"{what}{name} が {len(sh.device_set)} デバイスにしかありません（期待は {n} デバイスすべてに複製）。"
-                       "1 つのデバイスに集めたり device_put で移したりしないでください。")
+            raise Fail(f"{what}{name} は {n} デバイスすべてに複製のはずが、{len(sh.device_set)} デバイスにしかありません。"
+                       "1 つのデバイスに集めないようにしましょう。")
         if not sh.is_fully_replicated:
-            raise Fail(f"{what}{name} が分割されています: {_describe_sharding(leaf)}。"
-                       "データ並列ではパラメータは全デバイスに複製（P()）のままです。")
+            raise Fail(f"{what}{name} が分割されています（{_describe_sharding(leaf)}）。データ並列ではパラメータは複製（P()）のままです。")
 
 
 _STEP_OUT = ("params", "opt_state", "losses")
@@ -75,20 +73,20 @@ def _expect_step_output(out, params_def, state_def):
     """(params, opt_state, loss) の 3 つ組（タプルかリスト）を、使う前に確かめる。"""
     want = "（新しい params, 新しい opt_state, losses）"
     if not isinstance(out, (tuple, list)):
-        raise Fail(f"学習ステップは 3 つ組{want}をタプルかリストで返してください。実際は {type(out).__name__} です。")
+        raise Fail(f"学習ステップの戻り値は 3 つ組{want}のはずが、{type(out).__name__} でした。")
     if len(out) != 3:
-        raise Fail(f"学習ステップは 3 つ組{want}を返してください。実際は {len(out)} 要素です。")
+        raise Fail(f"学習ステップの戻り値は 3 つ組{want}のはずが、{len(out)} 要素でした。")
     roles = [_role(x, params_def, state_def) for x in out]
     if tuple(roles) == _STEP_OUT:
         return
     if tuple(roles) == ("params", "opt_state", "loss()"):
-        raise Fail(f"3 つ目が形 () のスカラー 1 つです。期待は {K_STEPS} ステップそれぞれの損失を並べた形 ({K_STEPS},) の配列です"
-                   "（lax.scan の 2 つ目の戻り値に各ステップの loss を出すと、並んで返ります）。")
+        raise Fail(f"3 つ目は各ステップの損失を並べた形 ({K_STEPS},) のはずが、形 () のスカラーでした。"
+                   "lax.scan の 2 つ目の戻り値に各ステップの loss を出しましょう。")
     got = "(" + ", ".join(roles) + ")"
     if sorted(roles) == sorted(_STEP_OUT):
-        raise Fail(f"学習ステップの返り値の順番が違います: 期待 (params, opt_state, losses)、実際 {got}。")
-    raise Fail(f"学習ステップの返り値が 3 つ組{want}になっていません: 実際 {got}"
-               f"（params と opt_state は入力と同じ構造、losses は形 ({K_STEPS},) です）。")
+        raise Fail(f"学習ステップの戻り値の順番は (params, opt_state, losses) のはずが、{got} でした。")
+    raise Fail(f"学習ステップの戻り値が 3 つ組{want}ではなく、{got} でした。"
+               f"params と opt_state は入力と同じ構造、losses は形 ({K_STEPS},) です。")
 
 
 _REF3: dict[int, tuple] = {}
@@ -147,7 +145,7 @@ def check_dp_train_step(fn):
         params_def, state_def = jax.tree.structure(p), jax.tree.structure(s)
         step = call(fn, loss_fn, optimizer, mesh)
         if not callable(step):
-            raise Fail(f"make_dp_train_step は関数（学習ステップ）を返すはずですが、{type(step).__name__} が返りました。")
+            raise Fail(f"make_dp_train_step の戻り値は関数（学習ステップ）のはずが、{type(step).__name__} でした。")
         losses, recompiles = [], 0
         for i, (xs, ys) in enumerate(batches, 1):
             now[0] = i
@@ -168,20 +166,18 @@ def check_dp_train_step(fn):
         raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めましょう。")
     first = sum(1 for i, _, _ in calls if i == 1)
     if K_STEPS > 2 and first >= K_STEPS and all(in_jit for _, in_jit, _ in calls):
-        raise Fail(f"1 回の呼び出し（{K_STEPS} ステップ）で loss_fn が {first} 回トレースされました。Python のループで "
-                   f"{K_STEPS} ステップを書き下すと、jit の中身がステップの数だけ長くなります。"
-                   "lax.scan で 1 ステップ分の関数を回しましょう（params と opt_state を carry に入れます）。")
+        raise Fail(f"1 回の呼び出しで loss_fn が {first} 回トレースされたので、{K_STEPS} ステップが Python のループで"
+                   "書き下されています。lax.scan で 1 ステップ分の関数を回しましょう。")
     traced = sorted({i for i, _, _ in calls})  # loss_fn が呼ばれた（トレースされた）呼び出し
     if len(traced) > 1:
         if not all(in_jit for _, in_jit, _ in calls):
             raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn が jit の外で実行されました。"
-                       "更新を jax.jit で包み、その jit した関数を使い回しましょう。")
+                       "更新を jax.jit で包み、使い回しましょう。")
         if len(traced) < steps:  # 毎回ではない: 入力の型が変わって再コンパイルした
-            raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn がトレースされました（期待は最初の 1 回だけ）。"
-                       "出力の params や opt_state の形・型・シャーディングが入力と違うと、次のステップで再コンパイルされます。")
-        raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn がトレースされました（期待は最初の 1 回だけ）。"
-                   "呼ぶたびにトレースし直しています（呼ぶたびに jax.jit を作り直しているか、jit を付けていません）。"
-                   "jit した関数は make_dp_train_step の中で 1 度だけ作って使い回しましょう。")
+            raise Fail(f"トレースは最初の 1 回だけのはずが、{steps} 回の呼び出しのうち {len(traced)} 回でした。"
+                       "出力の params や opt_state の型やシャーディングが入力と違うと、次の呼び出しでトレースし直します。")
+        raise Fail(f"呼ぶたびにトレースされたので、jit がないか、呼ぶたびに jax.jit を作り直しています（{steps} 回中 {len(traced)} 回）。"
+                   "jit した関数は make_dp_train_step の中で 1 度だけ作りましょう。")
     if recompiles:
         raise Fail(f"loss_fn のトレースは 1 回ですが、2 回目以降の呼び出しで XLA が {recompiles} 回コンパイルし直しました。"
                    "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回しましょう。")
@@ -191,22 +187,19 @@ def check_dp_train_step(fn):
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":
-        raise Fail(f"loss_fn に届いた 1 ステップ分のバッチの型が {xs_type} で、バッチの軸が 'data' 軸で分割されていません。"
-                   "xs の形は (ステップ, バッチ, 特徴) なので、jax.device_put(xs, NamedSharding(mesh, P(None, 'data'))) で"
-                   "1 軸目を分割してから jit した関数に渡しましょう。")
+        raise Fail(f"loss_fn に届いたバッチの型が {xs_type} で、バッチの軸が 'data' 軸で分割されていません。"
+                   "xs は (ステップ, バッチ, 特徴) なので、P(None, 'data') で配置してから渡しましょう。")
     got_params = jax.device_get(p)
     if not all(matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
         rev, _ = reference(-1)
         if all(matches(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
-            raise Fail("更新の向きが逆です（params - updates）。optax の updates は足すもの: "
-                       "optax.apply_updates(params, updates) を使いましょう。")
+            raise Fail("更新が params - updates で、向きが逆です。optax の updates は足すものなので optax.apply_updates を使いましょう。")
         for k in params:
             expect_close(got_params[k], want_params[k], f"{steps * K_STEPS} ステップ後の params['{k}']", rtol=1e-3, atol=1e-5,
-                         hint="value_and_grad → optimizer.update(grads, opt_state, params) → optax.apply_updates の順です。")
+                         )
     expect_close(np.array(losses), np.array(want_losses), "各ステップの loss", rtol=1e-3, atol=1e-5,
-                 hint="losses の k 番目は、k 番目のステップの更新前のパラメータでの損失（value_and_grad の値）です。")
-    return (f"{n} デバイスで {steps} 回 × {K_STEPS} ステップ: 1 デバイスで 1 ステップずつ回した結果と一致し、コンパイルは 1 回、"
-            "ステップは scan で回り、バッチは 'data' で分割、パラメータと状態は複製のままです。")
+                 hint="losses の k 番目は、k 番目のステップの更新前の損失です。")
+    return f"{steps} 回 × {K_STEPS} ステップが 1 ステップずつの結果と一致し、コンパイルは 1 回、ステップは scan で回ります。"
 
 
 def _scan_lengths(step, *args) -> list[int] | None:
@@ -225,6 +218,6 @@ def _call_step(step, *args):
     except LearnerError as err:
         text = str(err.exc)
         if "axis 0 is partitioned" in text or (f"{K_STEPS}" in text and "divisible" in text):
-            raise Fail(f"xs の 0 軸（長さ {K_STEPS}、ステップの軸）を 'data' で分割しようとして、割り切れずにエラーになりました。"
-                       "xs の形は (ステップ, バッチ, 特徴) で、分割するのはバッチの軸（1 軸目）: P(None, 'data') です。") from None
+            raise Fail(f"xs の 0 軸（ステップの軸、長さ {K_STEPS}）を 'data' で分割しようとして、割り切れずにエラーになりました。"
+                       "分割するのはバッチの軸（1 軸目）なので P(None, 'data') です。") from None
         raise

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import explain
 from ...checking import Fail, LearnerError, call, exercise, f32
 from ...meshes import mesh_1d, mesh_2d
 from .common import exercise_rng
@@ -72,11 +71,10 @@ def _check_fsdp_on(fn, mesh, tree, label):
     except LearnerError as exc:
         if "implies that array axis" not in str(exc.exc):
             raise
-        raise Fail(f"{label}: 割り切れない軸を 'data' で分割しようとしてエラーになりました"
-                   f"（{explain.explain(exc.exc)}）。割り切れるかは jax.device_count() ではなく、"
-                   f"mesh.shape['data'] = {k} で調べます。") from None
+        raise Fail(f"{label}: 割り切れない軸を 'data' で分割しようとしてエラーになりました。"
+                   f"割り切れるかは mesh.shape['data'] = {k} で調べます。") from None
     if jax.tree.structure(got) != jax.tree.structure(tree):
-        raise Fail(f"{label}: 返り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置しましょう。")
+        raise Fail(f"{label}: 戻り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置しましょう。")
     mesh_devices = set(mesh.devices.flat)
     total_in = total_out = 0
     for (path, leaf), want in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(tree)):
@@ -84,17 +82,17 @@ def _check_fsdp_on(fn, mesh, tree, label):
         if not isinstance(leaf, jax.Array):
             raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしましょう。")
         if leaf.dtype != want.dtype:
-            raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま置きましょう。")
+            raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま配置しましょう。")
         if leaf.shape != want.shape or not np.array_equal(np.asarray(leaf), want):
             raise Fail(f"{label}: 葉 {name} の値が変わっています。配置を変えるだけで、値は変えません。")
         sh = leaf.sharding
         if set(sh.device_set) != mesh_devices:
-            raise Fail(f"{label}: 葉 {name} が {len(sh.device_set)} デバイスにあります"
-                       f"（期待はメッシュの {n_mesh} デバイス）。NamedSharding(mesh, spec) を使いましょう。")
+            raise Fail(f"{label}: 葉 {name} はメッシュの {n_mesh} デバイスにあるはずが、{len(sh.device_set)} デバイスでした。"
+                       "NamedSharding(mesh, spec) を使いましょう。")
         if not (isinstance(sh, NamedSharding) and tuple(sh.mesh.axis_names) == tuple(mesh.axis_names)
                 and np.array_equal(sh.mesh.device_ids, mesh.device_ids)):
-            raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で置かれていません"
-                       f"（{type(sh).__name__}）。jax.device_put(a, NamedSharding(mesh, spec)) を使いましょう。")
+            raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で配置されていません（{type(sh).__name__}）。"
+                       "jax.device_put(a, NamedSharding(mesh, spec)) を使いましょう。")
         shape = want.shape
         axis = fsdp_axis(shape, k)
         want_spec = _spec_of(axis, len(shape))
@@ -103,27 +101,24 @@ def _check_fsdp_on(fn, mesh, tree, label):
         got_entries = _entries(sh.spec, len(shape))
         if got_entries == _entries(want_spec, len(shape)):
             continue
-        seen = f"（spec {sh.spec}、期待 {want_spec}）"
+        seen = f"（spec は {want_spec} のはずが {sh.spec}）"
         others = sorted({a for e in got_entries for a in e} - {"data"})
         if others:
             raise Fail(f"{label}: 葉 {name}（形 {shape}）を {', '.join(others)} 軸でも分割しています{seen}。"
                        "'data' 軸だけで分割し、ほかの軸（model など）は使いません。")
         split = [i for i, e in enumerate(got_entries) if "data" in e]
         if split and split[0] == (fsdp_axis(shape, n_mesh) if n_mesh != k else None):
-            hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
-                    f"mesh.shape['data'] = {k} で調べます。")
+            hint = f"割り切れるかは全デバイス数 {n_mesh} ではなく、mesh.shape['data'] = {k} で調べます。"
         elif not split:
             if axis is None:  # ここには来ない（期待も複製なら spec は一致している）
                 hint = ""
             elif fsdp_axis(shape, n_mesh) is None and n_mesh != k:
-                hint = (f"割り切れるかは jax.device_count() や全デバイス数 {n_mesh} ではなく、"
-                        f"mesh.shape['data'] = {k} で調べます。")
+                hint = f"割り切れるかは全デバイス数 {n_mesh} ではなく、mesh.shape['data'] = {k} で調べます。"
             elif len(shape) == 1:
                 hint = "1 次元の葉（バイアスなど）も分割の対象です。"
             elif shape[axis] < max(shape):
                 longest = int(np.argmax(shape))
-                hint = (f"いちばん長い {longest} 軸（長さ {shape[longest]}）は {k} で割り切れませんが、"
-                        f"{axis} 軸（長さ {shape[axis]}）は割り切れます。候補は割り切れる軸だけで、その中でいちばん長い軸を選びます。")
+                hint = (f"いちばん長い {longest} 軸は {k} で割り切れませんが、{axis} 軸（長さ {shape[axis]}）は割り切れます。")
             else:
                 hint = f"{axis} 軸（長さ {shape[axis]}）が {k} で割り切れます。"
             raise Fail(f"{label}: 葉 {name}（形 {shape}）が 'data' 軸で分割されていません{seen}。{hint}")
@@ -139,8 +134,8 @@ def _check_fsdp_on(fn, mesh, tree, label):
                 hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
             else:
                 hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
-            raise Fail(f"{label}: 葉 {name}（形 {shape}）: 'data' で分割したのは {j} 軸（長さ {shape[j]}）ですが、"
-                       f"規則では {'複製' if axis is None else f'{axis} 軸（長さ {shape[axis]}）'}です{seen}。{hint}")
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）は {'複製' if axis is None else f'{axis} 軸の分割'}のはずが、"
+                       f"{j} 軸が分割されています。{hint}")
         raise Fail(f"{label}: 葉 {name}（形 {shape}）の分割が規則と違います{seen}。{hint}")
     return total_in, total_out
 

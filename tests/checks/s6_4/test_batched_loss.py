@@ -31,8 +31,8 @@ def test_6_4_1_wrong():
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=0)(p, xs, ys)), "fail",
            "in_axes の最初は None")
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=1)(p, xs, ys)), "fail",
-           "params の葉の 1 軸目", "共通なので None")
-    expect("6.4-1", lambda f, p, xs, ys: jnp.mean(f(p, xs, ys)), "fail", "1 サンプル用", "in_axes")
+           "params の葉まで", "共通の params は None")
+    expect("6.4-1", lambda f, p, xs, ys: jnp.mean(f(p, xs, ys)), "fail", "1 サンプルの形", "in_axes")
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(jnp.stack([f(p, x, y) for x, y in zip(xs.T, ys)])),
            "fail", "Python のループ")
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(lax.map(lambda xy: f(p, *xy), (xs.T, ys))), "fail", "scan")
@@ -44,7 +44,7 @@ def test_6_4_1_wrong():
 def test_6_4_1_lesson_axis_is_wrong_here():
     # 教材と同じ in_axes=(None, 0, 0) のままだと、バッチの軸が違うことを名指しする
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=(None, 0, 0))(p, xs, ys)), "fail",
-           "1 軸目", "in_axes=(None, 1, 0)")
+           "1 軸目", "軸の大きさがそろいません")
     # 両方を 1 軸目にすると ys（1 次元）の軸が足りない: 学習者のエラーとして説明する
     r = run_check("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=(None, 1, 1))(p, xs, ys)))
     assert r.status in ("fail", "error") and "internal" not in r.status, r.message

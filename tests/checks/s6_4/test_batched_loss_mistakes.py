@@ -31,10 +31,10 @@ def kept_dims(f, p, xs, ys):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (ys_not_batched, ("ys をバッチにしていません", "in_axes の 3 つ目")),
+    (ys_not_batched, ("in_axes の 3 つ目が None", "in_axes の 3 つ目")),
     (divided_by_features, ("特徴の数 5", "xs.shape[1]")),
     (loss_of_the_mean, ("平均した入力の損失",)),
-    (reshape_not_transpose, ("reshape(13, 5)", "転置ではない", "xs.T")),
+    (reshape_not_transpose, ("reshape(13, 5)", "転置ではありません", "in_axes")),
     (kept_dims, ("形 (1,)", "keepdims=True")),
 ])
 def test_each_slip_has_its_own_message(fn, words):

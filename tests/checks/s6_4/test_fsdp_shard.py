@@ -53,7 +53,7 @@ def test_6_4_4_correct(fn):
 ])
 def test_6_4_4_which_axis(pick, words):
     # 回帰（issue 13）: バイト数は同じでも、分割した軸が規則と違えば落ちる。どのデバイス数でも（奇数・1 個でも）
-    expect("6.4-4", lambda t, m: place(t, m, m.shape["data"], pick=pick), "fail", "規則では", *words)
+    expect("6.4-4", lambda t, m: place(t, m, m.shape["data"], pick=pick), "fail", "の分割のはず", *words)
 
 
 def test_6_4_4_wrong():
@@ -67,7 +67,7 @@ def test_6_4_4_wrong():
         # 一部のデバイスのメッシュ（奇数）で data の大きさが全デバイス数と違うときに見つかる
         expect("6.4-4", lambda t, m: place(t, m, jax.device_count()), "fail", "mesh.shape['data']")
     if n > 1:
-        expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "デバイスにあります")
+        expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "デバイスでした")
     else:
         expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "NamedSharding")
 

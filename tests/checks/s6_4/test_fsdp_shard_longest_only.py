@@ -24,4 +24,4 @@ def shard_longest_only(tree, mesh):
 def test_longest_axis_only_is_rejected_with_its_reason():
     if jax.device_count() == 1:
         return  # data=1 ではどの軸も割り切れるので、2 つの規則は同じ
-    expect("6.4-4", shard_longest_only, "fail", "割り切れませんが", "候補は割り切れる軸だけ")
+    expect("6.4-4", shard_longest_only, "fail", "割り切れませんが", "は割り切れます")
