@@ -10,7 +10,8 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...cost import all_reduce_time, dp_critical_batch
-from .common import hidden_chip, number, rng, with_values
+from ..chips import hidden_chip, number, with_values
+from .common import rng
 
 TOL = 1e-9  # 通信の秒が計算の秒の (1 + 1e-9) 倍以内なら計算律速（問題文の約束）
 P = 7e9  # 重みの数（答えによらない: 計算の秒も通信の秒も P に比例する）

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ...checking import Fail, call, exercise
 from ...cost import BF16, all_gather_time, all_reduce_time, reduce_scatter_time, step_time, zero_memory_bytes
-from .common import hidden_chip, rng, with_values
+from ..chips import hidden_chip, with_values
+from .common import rng
 
 LAYOUTS = ("DP", "FSDP", "TP")
 TOL = 1e-9  # メモリも秒も、相対 1e-9 以内は等しい（問題文の約束）
@@ -121,6 +122,9 @@ def cases(r):
     m = _model(1e9, 4096, 2, 2 * 0.75 * bt)
     add("2 チップ・DP が収まらない 2 層のモデル", tpu, 2, m, 1.05 * estimates(m, tpu, 2)["FSDP"][0])
     add("隠しの GPU・8 枚・2 層の広いモデル", gpu, 8, _model(1e9, 36864, 2, 8 * 0.5 * bg), 400e9)
+    # FSDP の順伝播の all-gather が隠れきらない分（0.75 P/W）で、TP が FSDP より速くなる場面（DP は収まらない）
+    m = _model(1e9, 45056, 2, 8 * 0.5 * bt)
+    add("8 チップ・DP が収まらないとても広いモデル", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
     return out
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ...checking import Fail, call, exercise
-from .common import number, pair, reference_accumulate, rng, tanh_model
+from ..chips import number
+from .common import pair, reference_accumulate, rng, tanh_model
 
 _B = 12  # 約数 1, 2, 3, 4, 6, 12（3 と 6 は 2 のべき乗ではない）
 _DIVISORS = tuple(k for k in range(1, _B + 1) if _B % k == 0)
