@@ -9,7 +9,7 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...cost import all_to_all_time, ppermute_time
-from ..s6_7.common import hidden_chip
+from ..chips import hidden_chip
 from .common import exercise_rng
 
 # 必須: ring = (n − 1)·ppermute_time(2b, link_oneway)、ulysses = 4·all_to_all_time(b, n, axis_bw, network)、

@@ -9,7 +9,7 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...cost import step_time
-from ..s6_7.common import hidden_chip, number, with_values
+from ..chips import hidden_chip, number, with_values
 from .comm_times import reference as comm_reference
 from .common import exercise_rng
 
