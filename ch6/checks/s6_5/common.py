@@ -115,7 +115,7 @@ def grade(fn, correct: set[str], why: dict[str, str], ok: str,
         return ok + _single_note(correct, n_devices())
     text = outcomes[key].text if outcomes and key in outcomes else ""
     ran = f"（実際に動かすと、{text}）" if text else ""
-    raise Fail(f"「{key}」は違います。{why[key]}{ran}")
+    raise Fail(f"「{key}」は違います。{why[key].removesuffix('。')}{ran}。")
 
 
 def eval_option(source: str, namespace: dict):

@@ -50,11 +50,9 @@ def check_q8(fn):
     n = n_devices()
     correct, note = _measured(n, set(q8_truth(n)), "b")
     why = {
-        "a": "各デバイスが持つのは縮約する軸（x8 の列、w8 の行）の一部だけなので、手元の積は部分和です。"
-             "全体の積にするには、デバイスの間で足し合わせる通信が要ります。",
-        "b": "all-reduce ではありません。縮約する軸がどう分割されているかを見直しましょう。",
-        "c": "all-gather は分割された配列を全デバイスに集める通信です。ここでは各デバイスが既に同じ形 (8, 16) の部分和を"
-             "持っているので、集めるのではなく足し合わせる必要があります。",
+        "a": "縮約する軸（x8 の列、w8 の行）が分割されているので、各デバイスの積は部分和で、足し合わせる通信が要ります。",
+        "b": "縮約する軸がどう分割されているかを見直しましょう。",
+        "c": "各デバイスは既に同じ形 (8, 16) の部分和を持っているので、集める（all-gather）のではなく足し合わせる必要があります。",
         "d": "all-to-all は分割する軸を入れ替える（転置のような）通信で、部分和を足し合わせることはしません。",
     }
     return grade(fn, correct, why, "縮約する軸が分割されていると各デバイスの積は部分和になり、all-reduce で合計されます"
@@ -85,14 +83,12 @@ def check_q9(fn):
     n = n_devices()
     correct, note = _measured(n, set(q9_truth(n)), "c")
     why = {
-        "a": "出力は各デバイスが x9 の自分の行を持ち、列は全部そろった形 P('data', None) です。ところが w9 は列で分割されていて、"
-             "各デバイスには w9 の一部の列しかありません。足りない列を手に入れる通信が要ります。",
-        "b": "all-reduce は部分和を足し合わせる通信です。ここでは縮約する軸（x9 の列、w9 の行）は分割されていないので、"
-             "部分和は生まれません。",
-        "c": "all-gather ではありません。各デバイスが持っているもの、足りないものを書き出してみましょう。",
-        "d": "all-to-all は分割する軸を入れ替える通信です。ここで必要なのは、足りない w9 の列を全デバイスに配ることです。",
+        "a": "w9 は列で分割されていて各デバイスには一部の列しかないので、P('data', None) の出力を作るには足りない列を集める通信が要ります。",
+        "b": "縮約する軸（x9 の列、w9 の行）は分割されていないので、足し合わせる部分和（all-reduce）は生まれません。",
+        "c": "各デバイスが持っているもの、足りないものを書き出してみましょう。",
+        "d": "all-to-all は分割する軸を入れ替える通信で、ここで必要なのは足りない w9 の列を全デバイスに配ることです。",
     }
-    return grade(fn, correct, why, "各デバイスは x9 の自分の行を持ち、列で分割された w9 を all-gather で集めてから掛けます"
+    return grade(fn, correct, why, "各デバイスは x9 の行のシャードを持ち、列で分割された w9 を all-gather で集めてから掛けます"
                   + note + "。")
 
 
@@ -132,7 +128,7 @@ def q10_outcomes(n: int) -> dict[str, Outcome]:
             return Outcome(False, f"全体の形が W の {fmt(want.shape)} ではなく {fmt(shape)} になります")
         if not np.allclose(np.asarray(out), want, rtol=1e-4, atol=1e-5):
             return Outcome(False, "形は W と同じですが、全デバイスの平均になりません")
-        return Outcome(True, "各デバイスが自分のシャードの平均の勾配を受け取ります")
+        return Outcome(True, "各デバイスがそのシャードの平均の勾配を受け取ります")
 
     return {k: outcome_of(lambda s=s: build(s)(stacked), judge) for k, s in Q10_OPTIONS.items()}
 
@@ -141,13 +137,11 @@ def q10_outcomes(n: int) -> dict[str, Outcome]:
 def check_q10(fn):
     out = q10_outcomes(n_devices())
     why = {
-        "b": "どの軸を分けて持っているか、足し合わせるかどうかを見直しましょう。",
-        "a": "pmean は all-reduce で、どのデバイスも平均の「全体」(4 * n_devices, 3) を受け取ります。"
-             "勾配の全体を全デバイスが持つのはデータ並列と同じで、FSDP で勾配を分けて持つ意味がなくなります。",
-        "c": "all_gather は足し合わせません。各デバイスの勾配を並べて集めるだけなので、平均になりません。",
-        "d": "scatter_dimension=1 は W の列（大きさ 3）で分けます。W のシャードは行（0 軸目）で分けているので、"
-             "受け取る部分がシャードと合いません。",
+        "b": "どの軸を分割しているか、足し合わせるかどうかを見直しましょう。",
+        "a": "pmean は all-reduce なので、どのデバイスも平均の全体 (4 * n_devices, 3) を受け取り、FSDP で勾配を分割する意味がなくなります。",
+        "c": "all_gather は各デバイスの勾配を並べて集めるだけで足し合わせないので、平均になりません。",
+        "d": "scatter_dimension=1 は W の列（大きさ 3）で分割するので、行（0 軸目）で分割した W のシャードと合いません。",
     }
     return grade(fn, {k for k, o in out.items() if o.ok}, why,
-                  "psum_scatter（reduce-scatter）は全デバイスの勾配を足しながら、0 軸目の自分のシャードの分だけを配ります。"
+                  "psum_scatter（reduce-scatter）は全デバイスの勾配を足しながら、各デバイスに 0 軸目のそのシャードの分だけを配ります。"
                   "デバイスの数で割れば平均です（6.4 の 5.2 節）。", out)
