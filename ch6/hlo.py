@@ -81,11 +81,12 @@ class Collective:
 
     @property
     def traffic(self) -> float:
-        """リング方式の単純なモデルで、1 台が送るバイト数。
+        """1 デバイスが送り出すバイト数（ネットワークの形によらない量。時間は ``ch6.cost`` で見積もる）。
 
-        n 台のグループで、all-gather は集めた結果 S の (n-1)/n、
-        all-reduce は 2(n-1)/n·S、reduce-scatter は結果 R の (n-1) 倍、
-        all-to-all は手元の配列の (n-1)/n、collective-permute は結果そのもの。
+        n デバイスのグループで、all-gather・all-reduce・reduce-scatter はリングのアルゴリズムで送る量:
+        all-gather は集めた結果 S の (n-1)/n、all-reduce は 2(n-1)/n·S、reduce-scatter は結果 R の (n-1) 倍。
+        all-to-all はリングではなく、各デバイスが持つ配列の (n-1)/n を行き先ごとの塊にして送る量（トーラスで途中の
+        チップが中継する分は含まない）。collective-permute は結果そのもの。
         """
         n, s = self.group_size, self.bytes
         if self.kind == "collective-permute":

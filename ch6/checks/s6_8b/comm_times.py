@@ -30,12 +30,12 @@ def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> dict[s
     link = hw.axis_bw if kind == "axis_bw" else hw.hbm_bw if kind == "hbm" else hw.link_oneway
     steps = n if kind == "n_steps" else n - 1
     ring = steps * ppermute_time((1 if kind == "k_only" else 2) * b, link)
-    network = network_of(hw)
-    if kind == "network":
-        network = "switch" if network == "torus" else "torus"
+    network = {"network": "switch" if hw.kind == "TPU" else "torus", "all_torus": "torus",
+               "all_switch": "switch"}.get(kind, network_of(hw))
     per_device = b * n if kind == "full_bytes" else b
-    bw = hw.hbm_bw if kind == "hbm" else hw.axis_bw
-    ulysses = (2 if kind == "two_a2a" else 4) * all_to_all_time(per_device, n, bw, network=network)
+    bw = {"hbm": hw.hbm_bw, "a2a_oneway": hw.link_oneway, "a2a_all_axes": hw.all_axes_bw}.get(kind, hw.axis_bw)
+    count = {"two_a2a": 2, "three_a2a": 3}.get(kind, 4)
+    ulysses = count * all_to_all_time(per_device, n, bw, network=network)
     if heads % n and kind != "no_inf":
         ulysses = math.inf
     return {"ring": ring, "ulysses": ulysses}
@@ -62,7 +62,12 @@ _MISTAKES = (
     ("n_steps", "リングのステップを n 回と数えています。最初のブロックは各デバイスにあるので、送るのは n − 1 回です。"),
     ("k_only", "リングで送るバイトが K の分だけです。各ステップで K と V の 2 つのブロック（2b バイト）を送ります。"),
     ("two_a2a", "Ulysses の all-to-all を 2 回と数えています。Q・K・V を入れ替えて出力を戻すので 4 回です。"),
+    ("three_a2a", "Ulysses の all-to-all を 3 回と数えています。Q・K・V の入れ替えの後に、出力を戻す 1 回が要るので 4 回です。"),
     ("network", "ネットワークの形を取り違えています。TPU の行はトーラス（\"torus\"）、GPU の行はスイッチ（\"switch\"）です。"),
+    ("all_torus", "GPU の行もトーラスとして見積もっています。GPU は NVLink のスイッチでつながるので \"switch\" を渡します。"),
+    ("all_switch", "TPU の行もスイッチとして見積もっています。TPU の ICI はトーラスなので \"torus\" を渡します。"),
+    ("a2a_oneway", "Ulysses の all-to-all を片方向の link_oneway で割っています。トーラスの all-to-all は両方向を使うので axis_bw です。"),
+    ("a2a_all_axes", "Ulysses の all-to-all をすべての軸の帯域 all_axes_bw で割っています。軸 seq はトーラスの 1 軸なので axis_bw です。"),
     ("full_bytes", "all-to-all に系列全体のバイトを渡しています。all_to_all_time が受け取るのは 1 デバイスが持つ b バイトです。"),
     ("hbm", "通信の秒を HBM の帯域 hbm_bw で割っています。チップ間の通信は link_oneway や axis_bw で割ります。"),
     ("no_inf", "ヘッドの数が n で割り切れないのに、Ulysses の秒を返しています。そのときは使えないので math.inf です。"),

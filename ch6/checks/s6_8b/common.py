@@ -1,6 +1,8 @@
 """6.8b のチェックで共有するもの: 軸名、隠し乱数、メッシュ（1 次元と 2 次元）と配置、比べる道具。"""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ... import meshes
@@ -40,13 +42,22 @@ def same(a, b, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
     return bool(np.all(np.isfinite(arr))) and is_close(arr, b, rtol=rtol, atol=atol)
 
 
+def raised_in_jax(exc: BaseException) -> bool:
+    """例外を最後に出したのが JAX の中か（学習者の関数の assert ではなく）。"""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
+    return last is not None and f"{os.sep}jax{os.sep}" in last
+
+
 def run_learner(g, *args):
     """jit + shard_map で包んだ学習者の関数を呼ぶ。軸の名前の誤りは 1 行の説明に直す。"""
     try:
         return call(g, *args)
     except LearnerError as exc:
         msg = str(exc.exc)
-        if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
+        if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()
+                                          and raised_in_jax(exc.exc)):
             raise Fail(f"集団通信に渡した軸の名前がメッシュにないので、JAX が {type(exc.exc).__name__} を出しました。"
                        f"軸の名前は '{AXIS}' です。") from None
         raise

@@ -44,6 +44,7 @@ def _ids(rng, groups, tokens, n_experts):
 
 
 _MISTAKES = [
+    (dict(rounding=round), "容量を四捨五入したので、席が足りない場面があります。C = ceil(c · k · T / E) は切り上げ（math.ceil）です。"),
     (dict(rounding=math.floor), "容量を切り捨てたので、席が足りません。C = ceil(c · k · T / E) は切り上げ（math.ceil）です。"),
     (dict(k_factor=False), "容量に k = 2 を掛けていません。top-2 では 1 トークンが 2 回送られるので、C = ceil(c · 2 · T / E) です。"),
     (dict(global_tokens=True), "容量を全グループのトークンの数で計算しています。容量はグループごとの上限で、T は 1 グループのトークンの数です。"),
@@ -58,9 +59,10 @@ _MISTAKES = [
 def check_dropped_choices(fn):
     rng = exercise_rng(3)
     groups, n_experts = max(2, n_devices()), 5
-    # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）と、整数でない組、何もドロップされない組
+    # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）、整数でない組（端数 0.76 と 0.16: 四捨五入が
+    # 切り上げと同じ組と、切り捨てと同じ組）、何もドロップされない組
     cases = [(_ids(rng, groups, 15, n_experts), 1.0), (_ids(rng, groups, 13, n_experts), 1.3),
-             (_ids(rng, groups, 13, n_experts), 0.9), (_ids(rng, groups, 11, n_experts), float(n_experts))]
+             (_ids(rng, groups, 14, n_experts), 1.1), (_ids(rng, groups, 11, n_experts), float(n_experts))]
     outs = []
     for ids, factor in cases:
         got = call(fn, ids.copy(), n_experts, factor)
@@ -92,5 +94,8 @@ def check_dropped_choices(fn):
     k = next(n for n, (o, w) in enumerate(zip(outs, wants)) if not np.array_equal(o, w))
     (ids, factor), arr, want = cases[k], outs[k], wants[k]
     cap = math.ceil(factor * 2 * ids.shape[1] / n_experts)
+    if int(arr.sum()) == int(want.sum()):
+        raise Fail(f"容量係数 {factor}（C = {cap}）で、ドロップの数 {int(want.sum())} 個は合っていますが、どの選択かが違います。"
+                   "グループごとに、1 番目の選択からトークンの順に席を数えましょう。")
     raise Fail(f"容量係数 {factor}（C = {cap}）で、ドロップは {int(want.sum())} 個のはずが {int(arr.sum())} 個でした。"
                "グループごとに、1 番目の選択から順に席を数えましょう。")

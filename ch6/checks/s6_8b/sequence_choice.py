@@ -18,6 +18,7 @@ from .common import exercise_rng
 # 自由: タプルでもリストでも、attention_comm_times を呼んでも呼ばなくても。
 
 TIE = 1e-9
+WIDE_TIE = 1e-6      # 名指しする誤り: 同点の幅を広くとりすぎる（同点のすぐ外側の場面は相対 1e-7）
 RTOL = 1e-6
 METHODS = ("ring", "ulysses")
 
@@ -45,6 +46,8 @@ def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> tuple[
         pick_ulysses = uly <= ring * (1 + TIE)
     elif kind == "no_tol":
         pick_ulysses = uly < ring
+    elif kind == "wide_tol":
+        pick_ulysses = ring - uly > WIDE_TIE * ring
     else:
         pick_ulysses = ring - uly > TIE * ring
     if kind == "math_seconds":
@@ -90,6 +93,7 @@ _MISTAKES = (
     ("comm_only", "通信の秒だけで比べています。リングは通信が計算に隠れるので、計算の秒を含めた step_time で比べます。"),
     ("tie_ulysses", "同点で \"ulysses\" を選んでいます。差が相対 1e-9 以下なら同点で、\"ring\" を選びます（n = 1 も同点です）。"),
     ("no_tol", "許容なしで比べたので、相対 1e-9 の内側の差で \"ulysses\" を選んでいます。その差は同点で \"ring\" です。"),
+    ("wide_tol", "同点の幅が広すぎて、相対 1e-7 の差でも \"ring\" を選んでいます。同点は差が大きいほうの 1e-9 倍以下のときだけです。"),
     ("flops2", "アテンションの FLOP を半分で数えています。QK^T と PV がそれぞれ 2·L²·d なので、合わせて 4·L²·H·d です。"),
     ("no_div_n", "計算の秒を n で割っていません。FLOP は n 個のデバイスが等しく分担するので、1 デバイスの秒は 1/n です。"),
     ("no_heads", "ヘッドの数が n で割り切れないのに Ulysses を選んでいます。そのときは使えないので \"ring\" です。"),

@@ -12,7 +12,8 @@ from tests.checkhelp import boom, expect, not_done
 EX = "6.8b-1"
 
 
-def make(*, link="oneway", steps="n-1", kv=2, a2a=4, network="auto", per_device=True, inf=True, key_ring="ring"):
+def make(*, link="oneway", steps="n-1", kv=2, a2a=4, network="auto", per_device=True, inf=True, key_ring="ring",
+         a2a_bw="axis"):
     def attention_comm_times(chip, n, seq_len, heads, head_dim, bytes_per_value):
         b = seq_len / n * heads * head_dim * bytes_per_value
         bw = {"oneway": chip.link_oneway, "axis": chip.axis_bw, "hbm": chip.hbm_bw}[link]
@@ -20,8 +21,9 @@ def make(*, link="oneway", steps="n-1", kv=2, a2a=4, network="auto", per_device=
         ring = k * ch6.cost.ppermute_time(kv * b, bw)
         net = {"auto": "torus" if chip.kind == "TPU" else "switch", "torus": "torus", "switch": "switch",
                "swap": "switch" if chip.kind == "TPU" else "torus"}[network]
-        a2a_bw = chip.hbm_bw if link == "hbm" else chip.axis_bw
-        uly = a2a * ch6.cost.all_to_all_time(b if per_device else b * n, n, a2a_bw, network=net)
+        bw_a2a = chip.hbm_bw if link == "hbm" else {"axis": chip.axis_bw, "oneway": chip.link_oneway,
+                                                      "all_axes": chip.all_axes_bw}[a2a_bw]
+        uly = a2a * ch6.cost.all_to_all_time(b if per_device else b * n, n, bw_a2a, network=net)
         if inf and heads % n:
             uly = math.inf
         return {key_ring: ring, "ulysses": uly}
@@ -52,6 +54,9 @@ def test_other_correct_forms_pass():
     (dict(steps="n"), ("n − 1 回",)),
     (dict(kv=1), ("K の分だけ",)),
     (dict(a2a=2), ("2 回",)),
+    (dict(a2a=3), ("3 回", "出力を戻す")),
+    (dict(a2a_bw="oneway"), ("link_oneway", "axis_bw")),
+    (dict(a2a_bw="all_axes"), ("all_axes_bw", "1 軸")),
     (dict(network="swap"), ("ネットワークの形",)),
     (dict(per_device=False), ("系列全体のバイト",)),
     (dict(link="hbm"), ("hbm_bw",)),
@@ -62,8 +67,8 @@ def test_named_mistakes(kw, words):
 
 
 def test_one_network_for_every_chip_is_a_mistake():
-    expect(EX, make(network="torus"), Status.FAIL)
-    expect(EX, make(network="switch"), Status.FAIL)
+    expect(EX, make(network="torus"), Status.FAIL, "GPU の行もトーラス", "\"switch\"")
+    expect(EX, make(network="switch"), Status.FAIL, "TPU の行もスイッチ", "\"torus\"")
 
 
 def test_wrong_return_values():

@@ -58,6 +58,8 @@ def test_int_mask_is_accepted():
 
 @pytest.mark.parametrize("kw, words", [
     (dict(rounding=math.floor), ("切り捨て",)),
+    (dict(rounding=round), ("四捨五入",)),
+    (dict(rounding=int), ("切り捨て",)),
     (dict(k_in_cap=False), ("k = 2",)),
     (dict(global_t=True), ("全グループ",)),
     (dict(order="token"), ("交互",)),
@@ -80,3 +82,9 @@ def test_other_wrong_values():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_right_count_wrong_choices_is_said():
+    def shifted(expert_ids, n_experts, capacity_factor):     # 数は同じで、ドロップの位置をトークンの軸でずらしたもの
+        return np.roll(make()(expert_ids, n_experts, capacity_factor), 1, axis=1)
+    expect(EX, shifted, Status.FAIL, "ドロップの数", "合っています", "どの選択か")

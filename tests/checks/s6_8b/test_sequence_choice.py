@@ -54,6 +54,7 @@ def test_other_correct_forms_pass():
     (dict(only_comm=True), ("通信の秒だけ",)),
     (dict(tie="ulysses"), ("同点で \"ulysses\"",)),
     (dict(tol=0), ("許容なし",)),
+    (dict(tol=1e-6), ("同点の幅が広すぎ", "1e-9 倍以下")),
     (dict(flops=2), ("半分",)),
     (dict(per_n=False), ("n で割っていません",)),
     (dict(check_heads=False), ("割り切れない",)),

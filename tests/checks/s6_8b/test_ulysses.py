@@ -70,7 +70,28 @@ def test_not_sent_back_is_named():
     if N > 1:
         expect(EX, make(send_back=False), Status.FAIL, "逆向きの all_to_all")
     else:
-        expect(EX, make(send_back=False), Status.FAIL, "(split_axis, concat_axis)")
+        expect(EX, make(send_back=False), Status.FAIL, "戻す all_to_all がありません")
+
+
+def test_reshape_instead_of_sending_back_is_named():
+    def reshaped(q, k, v):      # 戻す all_to_all の代わりに reshape（ほかのデバイスの系列は戻らない）
+        return make(send_back=False)(q, k, v).reshape(q.shape)
+    expect(EX, reshaped, Status.FAIL, "戻す all_to_all がありません", "reshape")
+
+
+@pytest.mark.skipif(N < 2, reason="2 次元のメッシュの seq 軸がデバイスの数より小さいときだけ起きる")
+def test_learner_assert_is_not_called_an_axis_name_error():
+    def asserts_device_count(q, k, v):      # 学習者自身の assert（空のメッセージ）が 2 次元のメッシュで失敗する
+        out = make()(q, k, v)
+        assert q.shape[0] % (2 * jax.device_count()) == 0
+        return out
+    expect(EX, asserts_device_count, Status.FAIL, "2 次元のメッシュでだけ AssertionError", "lax.axis_size('seq')")
+
+
+def test_wrong_axis_name_inside_jax_is_named():
+    def wrong_axis(q, k, v):                # JAX は psum の知らない軸の名前に、空の AssertionError を出す
+        return make()(q, k, v) + 0 * lax.psum(0.0, "sequence")
+    expect(EX, wrong_axis, Status.FAIL, "軸の名前がメッシュにない", "'seq'")
 
 
 def test_untiled_and_gather_are_named():
