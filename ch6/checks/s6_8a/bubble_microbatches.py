@@ -138,7 +138,7 @@ def check_microbatches_for_bubble(fn):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
                    "V 倍になるのは V·M だけで、S − 1 は変わりません。")
     if same_as(_ideal_ratio):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。(S − 1)/(V·M) はバブルと理想の時間の比です。"
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。(S − 1)/(V·M) は理想の時間との比で、"
                    "割合の分母は全体のティック V·M + S − 1 です。")
     if same_as(_nearest):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を四捨五入していますが、"

@@ -87,8 +87,8 @@ def _driver(fn, mesh, v_count: int, mb: int, width: int):
             new_state, y = out
             for name, a in (("次の state", new_state), ("y", y)):
                 if getattr(a, "shape", None) != (mb, width):
-                    raise Fail(f"{name}の形は 1 マイクロバッチ分の {fmt((mb, width))} のはずが、"
-                               f"{fmt(tuple(getattr(a, 'shape', ()) or ()))} の {type(a).__name__} でした。")
+                    got = (f"形 {fmt(tuple(a.shape))} の配列" if hasattr(a, "shape") else type(a).__name__)
+                    raise Fail(f"{name} の形は 1 マイクロバッチ分の {fmt((mb, width))} のはずが、{got}でした。")
             return new_state, y
 
         state0 = lax.pcast(jnp.zeros((mb, width), jnp.float32), AXIS, to="varying")

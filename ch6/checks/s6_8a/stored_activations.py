@@ -129,11 +129,11 @@ def check_peak_activations(fn):
     if same_as(_busy_counts):
         raise Fail(said + "空きでないマスを数えていますが、F で 1 増え、B で 1 減ります。")
     if same_as(_one_digit):
-        raise Fail(said + "番号を 1 文字だけ読むと F1 と F10 が同じ番号になります。番号は 2 桁以上のこともあります。")
+        raise Fail(said + "番号を 1 文字だけ読むと、2 桁の F10 が F1 と同じ番号になります。")
     if same_as(lambda table: [n - i for i in range(n)]):
-        raise Fail(said + "1F1B の S − s を返していますが、表は 1F1B とは限りません。行を左から読んで数えます。")
+        raise Fail(said + "1F1B の S − s を返していますが、表は 1F1B とは限らないので、行を左から読んで数えます。")
     if same_as(lambda table: [w - 1 for w in peak_stored(table)]):
-        raise Fail(said + "どのステージも 1 少なくなっています。F のティックで 1 増やした後の数も最大に入れます。")
+        raise Fail(said + "どのステージも 1 少ないので、F のティックで 1 増やした後の数も最大に入れます。")
     if same_as(_before_first_backward):
         raise Fail(said + "最初の B までの F を数えていますが、最大はその後に来ることがあります。")
     raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")

@@ -158,7 +158,9 @@ def test_the_lessons_gpipe_tick_is_named():
 def test_wrong_structure_and_hardcoded_axis():
     msg = expect("6.8a-1", lambda w, s, x, t, a: make_tick()(w, s, x, t, a)[0], Status.FAIL, "2 つ組", "配列 1 つ")
     assert "Tracer" not in msg
-    expect("6.8a-1", lambda w, s, x, t, a: (make_tick()(w, s, x, t, a)[0], x[None]), Status.FAIL, "形")
+    msg = expect("6.8a-1", lambda w, s, x, t, a: (make_tick()(w, s, x, t, a)[0], x[None]), Status.FAIL,
+                 "y の形は", "の配列でした")
+    assert "Tracer" not in msg
     expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name 以外の軸の名前")
 
 

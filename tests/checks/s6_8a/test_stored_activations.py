@@ -95,7 +95,7 @@ def test_global_max_and_scalar_are_named():
 def test_final_count_busy_cells_and_one_less_are_named():
     expect("6.8a-2", final_count, Status.FAIL, "表の最後に持っている数")
     expect("6.8a-2", busy_cells, Status.FAIL, "空きでないマス")
-    expect("6.8a-2", one_less, Status.FAIL, "1 少なく", "1 増やした後")
+    expect("6.8a-2", one_less, Status.FAIL, "1 少ない", "1 増やした後")
 
 
 def before_first_backward(schedule):  # 最初の B までの F の数: GPipe・1F1B では最大と同じ
@@ -141,7 +141,7 @@ def first_char(schedule):  # e[0] で種類を読む: 空きのマス "" で Ind
 
 
 def test_the_lessons_1f1b_rule_is_named():
-    expect("6.8a-2", lesson_rule, Status.FAIL, "GPipe の表", "S − s", "1F1B とは限りません")
+    expect("6.8a-2", lesson_rule, Status.FAIL, "GPipe の表", "S − s", "1F1B とは限らない")
 
 
 def test_index_error_on_an_idle_cell_is_explained():
