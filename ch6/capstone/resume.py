@@ -45,8 +45,8 @@ def launch(n: int, devices: int, directory, steps: int = 9, save_every: int = 3,
 def show(run: multihost.Run, verdict_only: bool = False) -> None:
     """プロセスごとの主な行（KEY_LINES で始まる行）と、ランチャの判定の行を表示します。
 
-    verdict_only=True なら、ランチャの行は最後の判定（「失敗: …」など）だけにします。故障の後、残りのプロセスが
-    自分で終わるか、ランチャに止められるかはタイミングで変わるからです。"""
+    verdict_only=True なら、ランチャの行は出しません（故障の後、残りのプロセスがエラーで終わるか、ランチャに
+    止められるかはタイミングで変わるので、判定はノートブックが確かめて要約します）。"""
     procs = sorted({int(line[2:line.index("]")]) for line in run.stdout.splitlines()
                     if line.startswith("[p") and "]" in line})
     for p in procs:
@@ -54,5 +54,5 @@ def show(run: multihost.Run, verdict_only: bool = False) -> None:
             if line.startswith(KEY_LINES):
                 print(f"[p{p}] {line}")
     launch = run.lines("launch")[1:]
-    for line in launch[-1:] if verdict_only else launch:
+    for line in [] if verdict_only else launch:
         print(f"[launch] {line}")

@@ -34,7 +34,7 @@ def reference(data, step, process_index, process_count, batch, seq, seed):
     return win[ids[process_index * per:(process_index + 1) * per]].astype(np.int32)
 
 
-def _wrong(kind, data, step, p, count, batch, seq, seed):
+def wrong_answer(kind, data, step, p, count, batch, seq, seed):
     """名指しする誤り（kind ごと）の答え。"""
     win = windows(data, seq)
     per = batch // count
@@ -103,7 +103,7 @@ def check_process_rows(fn):
                     if (got == want).all():
                         continue
                     for kind, message in _MISTAKES:
-                        alt = _wrong(kind, data, step, p, count, batch, seq, seed)
+                        alt = wrong_answer(kind, data, step, p, count, batch, seq, seed)
                         if alt.shape == got.shape and (alt == got).all():
                             raise Fail(f"{where}: {message}")
                     if (np.sort(got, axis=0) == np.sort(want, axis=0)).all():

@@ -4,7 +4,7 @@
 import numpy as np
 
 from ch6 import Status
-from ch6.checks.s6_9b.epoch_rows import _wrong, reference
+from ch6.checks.s6_9b.epoch_rows import reference, wrong_answer
 from tests.checkhelp import boom, expect, not_done
 
 EX = "6.9b-1"
@@ -29,7 +29,7 @@ def test_whole_batch_then_slice_passes():
 
 
 def _slip(kind):
-    return lambda d, s, p, c, b, q, seed: _wrong(kind, np.asarray(d), s, p, c, b, q, seed)
+    return lambda d, s, p, c, b, q, seed: wrong_answer(kind, np.asarray(d), s, p, c, b, q, seed)
 
 
 def test_named_mistakes():
