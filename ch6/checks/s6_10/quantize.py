@@ -49,11 +49,11 @@ def check_quantize(fn):
             raise Fail(f"scale の形は出力チャネルごとの ({cols},) のはずが、{scale.shape} でした。")
         scale = scale.astype(np.float64)
         if not np.all(np.isfinite(scale)):
-            raise Fail("scale に NaN か inf があります。すべて 0 の列では max|w| = 0 で割っています。"
+            raise Fail("scale に NaN か inf があります。すべて 0 の列で max|w| = 0 で割ったためなので、"
                        "その列の scale は 1 などの正の数にします。")
         if np.any(scale <= 0):
-            raise Fail("scale に 0 以下の値があります。すべて 0 の列で max|w| / 127 = 0 のままだと、w / scale が 0 で割る"
-                       "計算になります。scale は正の数（その列ではたとえば 1）にします。")
+            raise Fail("scale に 0 以下の値があります。すべて 0 の列で max|w| / 127 = 0 のままだと w / scale が 0 で割る"
+                       "計算になるので、scale は正の数（その列ではたとえば 1）にします。")
         nonzero = np.abs(w).max(axis=0) > 0
         amax = np.abs(q.astype(np.int64)).max(axis=0)
         by_128 = np.allclose(scale[nonzero], np.abs(w).max(axis=0)[nonzero] / 128, rtol=1e-5)
