@@ -1,5 +1,17 @@
 """チェックの単体テストが共有する部品: 未解答の関数、例外を出す関数、状態と言葉の確認。"""
-from ch6 import run_check
+import re
+
+from ch6 import registry, run_check
+
+# 6.1–6.5 のメッセージは 2 文まで（issue 29 の 7、CONTRIBUTING の「Check messages」）。「」の中の引用は数えない
+SHORT_SECTIONS = ("6.1-", "6.2-", "6.3a-", "6.3b-", "6.3c-", "6.4-", "6.5-")
+_END = re.compile(r"[。？！?](?![」）)])")
+
+
+def sentences(text: str) -> int:
+    """文の数（「」の中は数えない。最後の「。」がなくても 1 文）。"""
+    own = re.sub(r"「[^」]*」", "「」", text)
+    return max(1, len(_END.findall(own.rstrip("。？！?") + "。")))
 
 
 def not_done(*args, **kwargs):
@@ -15,6 +27,9 @@ def expect(ex, fn, want_status, *words):
     r = run_check(ex, fn)
     assert r.status == want_status, r.message
     assert "\n" not in r.message, r.message
+    if ex.startswith(SHORT_SECTIONS) and r.status in ("pass", "fail"):
+        body = r.message.removeprefix(f"{registry()[ex].title}: ")
+        assert sentences(body) <= 2, f"more than two sentences: {r.message!r}"
     for w in words:
         assert w in r.message, f"{w!r} not in {r.message!r}"
     return r.message

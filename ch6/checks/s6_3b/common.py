@@ -66,7 +66,7 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
                        f"メッシュの軸の名前は '{AXIS}' です。") from None
         if "require replication" in msg or "could not infer replication" in msg:
             raise Fail("out_specs=P() は「全デバイスで同じ値」の約束なのに、出力がデバイスごとに違う値のままです"
-                       f"（check_vma のエラー。all_gather の結果もデバイスごとに違う値です）。{replicated_hint}") from None
+                       f"（check_vma のエラーで、all_gather の結果もデバイスごとに違う値として扱われます）。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:
             raise Fail("shard_map の in_specs が、渡された配列の分割と合っていません。"
                        f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書きましょう。'}") from None

@@ -55,7 +55,7 @@ def check_ring_all_gather(fn):
         raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。ブロックは列方向（axis=1）につないで ({r}, {n * c}) にします。")
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n * r, c):
         raise Fail(f"シャードを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
-    expect_shape(got, (n, r, n * c), f"{n} デバイス分の結果を積んだもの",
+    expect_shape(got, (n, r, n * c), f"{n} デバイス分を積んだ結果",
                  f"各デバイスは列方向につないだ全体 ({r}, {n * c}) を返します。")
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]

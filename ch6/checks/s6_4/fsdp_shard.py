@@ -154,5 +154,5 @@ def check_fsdp_shard(fn):
     if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
         sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
         _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
-    return (f"{n} デバイス: 隠しの pytree（全体 {t_in:,} バイト）が 1 デバイスあたり {t_out:,} バイトになりました。"
-            "どのメッシュでも、各葉は割り切れる軸のうちいちばん長い軸を 'data' 軸だけで分割しています。")
+    return (f"{n} デバイスで全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになり、"
+            "どのメッシュでも各葉は割り切れる最も長い軸を 'data' だけで分割しています。")
