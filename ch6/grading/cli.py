@@ -4,6 +4,7 @@
 
     python -m ch6.grade 提出フォルダ/                   # 学習者 × 演習 の表
     python -m ch6.grade 提出フォルダ/ --csv 成績.csv --json 成績.json
+    python -m ch6.grade 提出フォルダ/ --gradebook 成績簿.csv  # 成績簿用: 1 人 1 行の点 + メッセージ + 演習ごとのまとめ
     python -m ch6.grade exercises/6_1_vmap.ipynb        # 1 冊だけなら、学習者の自己チェック
     ch6-grade 提出フォルダ/ --jobs 4 --timeout 300      # 同じもの（コンソールスクリプト）
 
@@ -39,6 +40,7 @@
 
 印: ✅ 正解、❌ 不正解・学習者のコードのエラー・チェック中の時間切れ、⏳ 未解答
 （NotImplementedError のまま）、⚠️ 採点できない（関数が見つからない、ファイルが読めない など）。
+状態の語（CSV の status）ごとの意味は ``ch6.grading.model.STATUS_WORDS`` にあります。
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ import time
 from pathlib import Path
 
 from .. import _core
-from . import exercises, report
+from . import exercises, gradebook, report
 from .batch import FEEDBACK_ONLY, collect, grade_all, nbgrader_paths, only_feedback
 from .identify import find
 from .model import Config
@@ -77,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("paths", nargs="+", help="提出されたノートブック、またはそれを入れたフォルダ")
     ap.add_argument("--csv", type=Path, help="結果を CSV に書き出す")
     ap.add_argument("--json", type=Path, help="結果を JSON に書き出す")
+    ap.add_argument("--gradebook", type=Path, metavar="OUT.csv",
+                    help="成績簿に取り込む CSV: OUT.csv（1 人 1 行、ノートブックごとの点と合計）、"
+                         "OUT_messages.csv（メッセージ）、OUT_summary.csv（演習ごとのまとめ）")
     ap.add_argument("--timeout", type=float, default=Config.timeout,
                     help="1 冊の学習者セル全体の制限時間（秒、既定 %(default)g）")
     ap.add_argument("--check-timeout", type=float, default=Config.check_timeout,
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         return _refuse(f"見つかりません / not found: {', '.join(missing)}")
-    for option, out in (("--csv", args.csv), ("--json", args.json)):  # 長い採点のあとで書けないと困る
+    for option, out in (("--csv", args.csv), ("--json", args.json), ("--gradebook", args.gradebook)):  # 長い採点のあとで書けないと困る
         if out is not None and not out.resolve().parent.is_dir():
             return _refuse(f"{option} {out}: 書き出し先のフォルダがありません / output folder does not exist: "
                            f"{out.parent}")
@@ -141,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         report.write_csv(rows, args.csv)
     if args.json:
         report.write_json(rows, args.json)
+    if args.gradebook:
+        written = gradebook.write(rows, args.gradebook)
+        if not args.quiet:
+            print("成績簿 / gradebook: " + ", ".join(map(str, written)), file=sys.stderr)
     return 0
 
 

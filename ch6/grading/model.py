@@ -7,6 +7,29 @@ from typing import Any
 from .._core import Status
 from ..env import DEFAULT_DEVICES
 
+# 状態の語（CSV・JSON・成績簿の status 列）と印の意味。ここ 1 か所が正本です（README の「先生方へ」はこれを写したもの）。
+# 上の 9 つは演習 1 つの結果（ch6._core.Status、印も同じ表）、下の 2 つは成績簿のメッセージのファイルだけの語です。
+NOT_SUBMITTED = "not_submitted"
+NOTE = "note"
+STATUS_WORDS: dict[str, tuple[str, str, str]] = {  # 語: (印, 意味, meaning)
+    "pass": ("✅", "正解", "correct"),
+    "fail": ("❌", "不正解（チェックが違いを見つけた）", "wrong answer (the check found a difference)"),
+    "error": ("❌", "学習者のコードの中で例外が起きた", "the learner's code raised an exception"),
+    "timeout": ("❌", "チェックが制限時間（--check-timeout）内に終わらなかった", "the check ran past --check-timeout"),
+    "crash": ("❌", "チェックの最中にカーネルが停止した", "the kernel died during the check"),
+    "not_done": ("⏳", "未解答（NotImplementedError のまま）", "not attempted (still NotImplementedError)"),
+    "missing": ("⚠️", "関数が定義されていない（セルのエラー、時間切れ、削除）",
+                "function not defined (cell error, time limit, deleted)"),
+    "not_graded": ("⚠️", "採点できない（ファイルが読めない・壊れている、カーネルが何度も停止した など）",
+                   "could not be graded (unreadable or corrupted file, kernel kept dying, ...)"),
+    "internal": ("⚠️", "採点ツールやチェックの側の問題（学習者のせいではない）",
+                 "a problem in the grader or the check, not the learner's"),
+    NOT_SUBMITTED: ("⚠️", "この演習ノートブックの提出がない（成績簿の点は 0）",
+                    "no submission for this notebook (0 points in the gradebook)"),
+    NOTE: ("", "備考（カーネルの停止、セルの削除、チェック呼び出しの変更、改ざんの手がかり など）",
+           "a note (kernel died, cells deleted, check calls changed, signs of tampering, ...)"),
+}
+
 
 @dataclasses.dataclass
 class Config:
