@@ -1,6 +1,7 @@
 # 2 つのコマンドで十分です / Two commands do all the set-up:
 #   make lab    -> .venv を作って（なければ）JupyterLab で講座を開く
 #   make test   -> .venv を作って（なければ）すべてのテストを実行する
+#   make setup  -> .venv を作るだけ（採点する人・教室の事前準備。テストもノートブックも実行しない）
 # Python 3.12 以上を探す（3.12 が試験済み。pyenv なら .python-version が 3.12 を選ぶ）
 PYTHON ?= $(shell for p in python3.12 python3.13 python3.14 python3; do \
              $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo $$p; break; }; done)
@@ -18,7 +19,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -26,6 +27,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python $(PIP) -r requirements.txt
 	$(BIN)/python $(PIP) --no-deps -e .
 	@touch $@
+
+# 環境（.venv）を作るだけ。ほかには何もしない（作ってあれば何もしない）
+setup: $(STAMP)
 
 # root で動かすとき（コンテナなど）だけ --allow-root を付ける
 lab: $(STAMP)
