@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._core import Status
 from .model import NOT_SUBMITTED, NOTE, Row
+from .report import _one_reason as one_reason
 
 NOT_SUBMITTED_MESSAGE = "この演習ノートブックの提出がありません。"
 TOP = 3  # まとめに書く、多かった ❌ のメッセージの数
@@ -42,11 +43,9 @@ def safe(text: str) -> str:
 
 
 def _unreadable(r: Row) -> str | None:
-    """提出物全体が 1 つの理由で採点できなかった（読めないファイルなど）なら、その理由。"""
+    """提出物全体が 1 つの理由で採点できなかった（読めないファイルなど）なら、その理由（表と同じ判断）。"""
     results = list(r.exercises.values())
-    if results and all(x.status is Status.NOT_GRADED and x.message == results[0].message for x in results):
-        return results[0].message
-    return None
+    return results[0].message if one_reason(results) else None
 
 
 def notebooks_of(rows: list[Row]) -> list[str]:
