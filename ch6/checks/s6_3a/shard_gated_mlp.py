@@ -10,7 +10,7 @@ from .common import comm_counts, exercise_rng, learner_step, norm_spec, placed_s
 
 
 def gated_mlp(params, x):
-    """ゲート付き MLP（SwiGLU 型）の forward。演習 6.3a-5 のノートブックとチェックが、この 1 つの定義を使います。
+    """ゲート付き MLP（SwiGLU 型）の順伝播（forward）。
 
     重みは PyTorch の Linear と同じ (出力の数, 入力の数) の形です: W_gate と W_up は (H, D)、W_down は (O, H) で、
     y = x @ W.T と計算します（6.3a-3 と同じ）。gate と up は同じ隠れ層の軸 H を持ち、要素ごとに掛けてから
