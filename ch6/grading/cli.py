@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"警告: ch6/checks/{mod}.py を読み込めません（{why}）。この節の演習は採点できません。", file=sys.stderr)
     assignments = load_assignments(args.reference)
     if args.notebook and find(assignments, args.notebook) is None:
-        return _refuse(f"--notebook {args.notebook}: 知らない演習ノートブックです（あるのは {', '.join(assignments)}）")
+        return _refuse(f"--notebook {args.notebook}: 知らない演習ノートブックです（あるのは "
+                       f"{', '.join(sorted(assignments, key=exercises.natural_key))}）")
 
     cfg = Config(timeout=args.timeout, check_timeout=args.check_timeout, devices=args.devices, jobs=args.jobs)
     progress = None if args.quiet or len(paths) == 1 else (lambda s: print(s, file=sys.stderr, flush=True))

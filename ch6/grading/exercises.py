@@ -30,6 +30,11 @@ _DEF = re.compile(r"^\s*def\s+([A-Za-z_]\w*)", re.M)
 
 # ------------------------------------------------------------------------------ セル
 
+def natural_key(name: str) -> tuple:
+    """演習ノートブック名の並べ方: 数字は数として（6_2_pmap が 6_10_inference より前）。"""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
 def source_of(cell: dict) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from .._core import Status
+from .exercises import natural_key
 from .model import NOT_SUBMITTED, NOTE, Row
 from .report import _one_reason as one_reason
 
@@ -49,7 +50,7 @@ def _unreadable(r: Row) -> str | None:
 
 
 def notebooks_of(rows: list[Row]) -> list[str]:
-    return sorted({r.notebook for r in rows if r.notebook is not None})
+    return sorted({r.notebook for r in rows if r.notebook is not None}, key=natural_key)
 
 
 def learners_of(rows: list[Row]) -> list[str]:
@@ -83,7 +84,7 @@ def messages(rows: list[Row]) -> list[list[str]]:
     have = {(r.learner, r.notebook) for r in rows}
     out += [[learner, b, "", NOT_SUBMITTED, NOT_SUBMITTED_MESSAGE, ""]
             for learner in learners_of(rows) for b in notebooks_of(rows) if (learner, b) not in have]
-    return sorted(out, key=lambda m: (m[0], m[1]))  # 安定な並べ替え: 1 冊の中は演習の順、備考はその後
+    return sorted(out, key=lambda m: (m[0], natural_key(m[1])))  # 安定な並べ替え: 1 冊の中は演習の順、備考はその後
 
 
 def summary(rows: list[Row]) -> tuple[list[str], list[list]]:

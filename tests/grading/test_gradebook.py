@@ -98,6 +98,11 @@ def test_summary_counts_and_most_frequent_wrong_messages(written):
     assert body["6.2-2"]["not_done"] == "2" and body["6.2-2"]["submissions"] == "4"
 
 
+def test_notebook_columns_in_section_order():
+    rows = [Row("a", "a.ipynb", "6_10_inference"), Row("a", "b.ipynb", "6_2_pmap"), Row("a", "c.ipynb", "6_1_vmap")]
+    assert gradebook.table(rows)[0] == ["learner", "6_1_vmap", "6_2_pmap", "6_10_inference", "total"]
+
+
 def test_every_status_word_is_documented_once():
     assert {s.value for s in Status} | {"not_submitted", "note"} == set(STATUS_WORDS)
     assert all(STATUS_WORDS[s.value][0] == s.mark for s in Status)  # 印は ch6._core の表と同じ
