@@ -192,7 +192,7 @@ def decode_step_time(param_bytes: float, kv_bytes_per_seq: float, batch: int, n_
 # ---------------------------------------------------------------- 系列で分割した KV キャッシュ
 
 def attend_partial(q, k, v, valid):
-    """手元の K/V のブロックだけのアテンションの途中結果（オンラインソフトマックスの状態）。
+    """そのデバイスの K/V のブロックだけのアテンションの途中結果（オンラインソフトマックスの状態）。
     q: (B, H, E)、k, v: (B, T, K, E)、valid: (B, T) -> (m (B, H), ell (B, H), acc (B, H, E))。"""
     import jax.numpy as jnp
 

@@ -7,7 +7,7 @@ from ... import meshes
 from ...checking import PSUM_NAMES, Fail, LearnerError, call, exercise, n_devices, traced_eqns
 from .common import AXIS, exercise_rng
 
-# 必須: 手元のヘッドだけでアテンションと wo の射影を計算し、lax.psum で 1 回だけ足す。K/V は集めない。
+# 必須: 受け持つヘッドだけでアテンションと wo の射影を計算し、lax.psum で 1 回だけ足す。K/V は集めない。
 # クエリのヘッド h は KV ヘッド h // G（G = ヘッド / KV ヘッド）。位置 t <= pos[b] だけを見る。スケールは 1/sqrt(E)。
 
 
@@ -64,7 +64,7 @@ def check_decode_attention_tp(fn):
         if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
             raise Fail(f"集団通信に渡した軸の名前がメッシュにありません。メッシュの軸名は '{AXIS}' です。") from None
         if "out_specs" in msg or "vma" in msg.lower():
-            raise Fail("戻り値がデバイスごとに違うまま（varying）です。各デバイスの値は手元のヘッドの部分和なので、"
+            raise Fail("戻り値がデバイスごとに違うまま（varying）です。各デバイスの値は受け持つヘッドの部分和なので、"
                        f"wo を掛けた後に lax.psum(…, '{AXIS}') で足します。") from None
         raise
     shape = tuple(getattr(got, "shape", ())) if hasattr(got, "shape") else None
@@ -79,7 +79,7 @@ def check_decode_attention_tp(fn):
                    "送るのは wo を掛けた後の部分和（lax.psum）だけにします。")
     psums = sum(nm in PSUM_NAMES for nm in names)
     if psums == 0:
-        raise Fail("lax.psum がありません。各デバイスの値は手元のヘッドの部分和なので、"
+        raise Fail("lax.psum がありません。各デバイスの値は受け持つヘッドの部分和なので、"
                    f"wo を掛けた後に lax.psum(…, '{AXIS}') で 1 回足します。")
     got = np.asarray(got, dtype=np.float64)
     if np.allclose(got, want, rtol=1e-4, atol=1e-5):
@@ -90,7 +90,7 @@ def check_decode_attention_tp(fn):
     variants = [
         (dict(group="tile"), "クエリのヘッドと KV ヘッドの対応が違います。ヘッド h が使うのは KV ヘッド h // G"
                              "（G = ヘッド ÷ KV ヘッド、jnp.repeat の並び）で、h % KV ヘッドではありません。"),
-        (dict(strict=True), "位置 pos[b] のキーを隠しています。新しいトークンは自分の位置も見るので、"
+        (dict(strict=True), "位置 pos[b] のキーを隠しています。新しいトークンはその位置のキーも見るので、"
                             "マスクは t <= pos[b] です。"),
         (dict(scale=False), "スコアを sqrt(ヘッドの次元) で割っていません。q·k / sqrt(E) にしてからソフトマックスを取ります。"),
     ]
