@@ -29,7 +29,7 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"        # （採点コマンド）チェックが制限時間内に終わらない
     CRASH = "crash"            # （採点コマンド）チェックの最中にカーネルが停止
     NOT_DONE = "not_done"      # NotImplementedError のまま
-    INTERNAL = "internal"      # チェッカー・採点ツール側の問題
+    INTERNAL = "internal"      # チェッカ・採点ツール側の問題
     MISSING = "missing"        # （採点用カーネル）関数が定義されていない
     NOT_GRADED = "not_graded"  # （採点コマンド）ファイルが読めない・カーネルが止まったなどで採点できない
 
@@ -128,9 +128,9 @@ def run_check(exercise_id: str, answer: Any) -> Result:
                       f"{entry.title}: 解答のコードの中でエラーが起きました: {explain.explain(err)}")
     except RecursionError:
         return Result(exercise_id, Status.ERROR, f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
-    except Exception as exc:  # チェッカー自身の不具合: トレースバックは見せない
+    except Exception as exc:  # チェッカ自身の不具合: トレースバックは見せない
         return Result(exercise_id, Status.INTERNAL,
-                      f"{entry.title}: チェッカー内部の問題です（解答のせいではありません）: "
+                      f"{entry.title}: チェッカ内部の問題です（解答のせいではありません）: "
                       f"{type(exc).__name__}: {one_line(exc)}")
 
 

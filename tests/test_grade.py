@@ -47,7 +47,7 @@ N = len(IDS)
 
 # ------------------------------------------------------------------------------ 提出物を作る部品
 
-def _read(path):
+def read_notebook(path):
     return nbformat.read(str(path), as_version=4)
 
 
@@ -95,11 +95,11 @@ def _insert(nb, after_def, source):
     return pos
 
 
-def _save(nb, path):
+def save_notebook(nb, path):
     nbformat.write(nb, str(path))
 
 
-def _lean(nb):
+def lean_notebook(nb):
     """例のセルを除く: コードセルは最初の 2 つ（セットアップと import）と、演習の関数を定義するセルだけ残す。"""
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     keep = set(code[:2]) | {i for i in code if any(re.search(rf"^def {f}\(", nb.cells[i].source, re.M) for f in F)}
@@ -119,12 +119,12 @@ CALLS_CHANGED = "チェックの呼び出しが書き換えられたか消され
 
 
 def _build(folder: Path, reference: Path) -> dict[str, dict]:
-    sol, ex = _lean(_read(SOLUTION)), _lean(_read(EXERCISE))
-    _save(ex, reference / EXERCISE.name)  # 配った演習ノートブック（例のセルなし）
+    sol, ex = lean_notebook(read_notebook(SOLUTION)), lean_notebook(read_notebook(EXERCISE))
+    save_notebook(ex, reference / EXERCISE.name)  # 配った演習ノートブック（例のセルなし）
     exp: dict[str, dict] = {}
 
     # 正解（解答ノートブックそのもの）
-    _save(sol, folder / "aoki_6_1_vmap.ipynb")
+    save_notebook(sol, folder / "aoki_6_1_vmap.ipynb")
     exp["aoki"] = dict(marks=_marks(rest="✅"), score=N, notes=[])
 
     # 一部だけ: 1, 2 正解、3 文字列を返す、4 学習者のコードでエラー、5 無限ループ（チェック呼び出しは消した）、6 以降未着手
@@ -135,7 +135,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     _set_def(nb, F[3], RAISES)
     _set_def(nb, F[4], LOOPS)
     _drop_check(nb, IDS[4])
-    _save(nb, folder / "ito_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "ito_6_1_vmap.ipynb")
     exp["ito"] = dict(marks=_marks("✅", "✅", "❌", "❌", "❌", rest="⏳"), score=2, notes=[CALLS_CHANGED.format(IDS[4])],
                       messages={IDS[3]: "解答のコードの中でエラーが起きました",
                                 IDS[4]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
@@ -154,7 +154,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     # カーネルが落ちるセル: そのセルを飛ばして全部採点できる
     nb = copy.deepcopy(sol)
     pos = _insert(nb, F[2], "import os\nos._exit(1)")
-    _save(nb, folder / "ota_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "ota_6_1_vmap.ipynb")
     exp["ota"] = dict(marks=_marks(rest="✅"), score=N, notes=[
         f"上から {pos + 1} 番目のセルでカーネルが停止しました（os._exit やメモリ不足など）。"
         "新しいカーネルでそのセルを飛ばして採点しました。"])
@@ -162,7 +162,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     # 無限ループ（中断できる）: そこまでに定義された関数だけで採点
     nb = copy.deepcopy(sol)
     pos = _insert(nb, F[0], LOOPS)
-    _save(nb, folder / "kato_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "kato_6_1_vmap.ipynb")
     exp["kato"] = dict(marks=_marks("✅", rest="⚠️"), score=1, notes=[
         f"上から {pos + 1} 番目のセルで制限時間 {TIMEOUT} 秒を超えました（無限ループ?）。"
         "そのセル以降は実行せずに採点しました。"],
@@ -172,7 +172,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     # 無限ループ（SIGINT を無視するので中断できない）: カーネルを替えて、そのセルの手前まで
     nb = copy.deepcopy(sol)
     pos = _insert(nb, F[1], "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + LOOPS)
-    _save(nb, folder / "kimura_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "kimura_6_1_vmap.ipynb")
     exp["kimura"] = dict(marks=_marks("✅", "✅", rest="⚠️"), score=2, notes=[
         f"上から {pos + 1} 番目のセルが制限時間を超え、中断もできませんでした。"
         "新しいカーネルでそのセルの手前までを実行して採点しました。"])
@@ -186,7 +186,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     moved_src = nb.cells[six].source
     nb.cells.insert(five, nb.cells.pop(six))
     moved_ref = _def_cell(ex, F[5])
-    _save(nb, folder / "sasaki_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "sasaki_6_1_vmap.ipynb")
     exp["sasaki"] = dict(marks=_marks(rest="✅"), score=N, notes=[
         f"演習ノートブックのセルが 1 個見つかりません（削除?）: {md + 1} 番目「{exercises.snippet_of(deleted.source)}」。",
         f"セルの順番が演習ノートブックと違います（1 個が移動: 演習ノートブックの {moved_ref + 1} 番目"
@@ -211,7 +211,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "ch6.check = lambda *a: print('✅ 正解です')\n"
         "ch6._core.run_check = lambda i, f: ch6.Result(i, 'pass', 'ok')\n"
         "sys.modules['ch6'] = None"))
-    _save(nb, folder / "kudo_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "kudo_6_1_vmap.ipynb")
     exp["kudo"] = dict(marks=_marks("❌", rest="✅"), score=N - 1, notes=[
         CALLS_CHANGED.format(f"{IDS[0]}, {IDS[1]}"), "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"])
 
@@ -222,7 +222,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     bad = _def_cell(nb, F[5])
     line = _set_def(nb, F[5], "return 0")
     nb.cells[bad].source = nb.cells[bad].source.replace(f"def {F[5]}(*args, **kwargs):", f"def {F[5]}(x, eps=1e-5:")
-    _save(nb, folder / "hayashi_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "hayashi_6_1_vmap.ipynb")
     exp["hayashi"] = dict(marks=_marks("✅", "✅", "❌", "❌", "✅", "⚠️", rest="✅"), score=N - 3, notes=None, note_re=[
         rf"上から {bad + 1} 番目のセルでエラー: SyntaxError: .+（{line} 行目）"],
         messages={IDS[5]: f"関数 {F[5]} が定義されていません（上から {bad + 1} 番目のそのセルでエラー: SyntaxError"},
@@ -232,7 +232,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     # その演習だけがチェックの制限時間で ❌、ほかの演習は採点される（採点中は ch6.check が何もしない）
     nb = copy.deepcopy(sol)
     _set_def(nb, F[0], LOOPS)
-    _save(nb, folder / "mori_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "mori_6_1_vmap.ipynb")
     exp["mori"] = dict(marks=_marks("❌", rest="✅"), score=N - 1, notes=[],
                        messages={IDS[0]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした"},
                        statuses={IDS[0]: "timeout"})
@@ -246,7 +246,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "        if name.startswith('ch6'):\n"
         "            os._exit(1)\n"
         "sys.meta_path.insert(0, Boom())"))
-    _save(nb, folder / "noguchi_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "noguchi_6_1_vmap.ipynb")
     exp["noguchi"] = dict(marks="⚠️" * N, score=0,
                           notes=["採点の準備中にカーネルが停止しました。", TAMPER.format("sys.meta_path")],
                           messages={i: "採点の準備中にカーネルが停止したため採点できませんでした" for i in IDS},
@@ -265,7 +265,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "                v['status'] = 'pass'\n"
         "    return _real_display(*objs, **kwargs)\n"
         "IPython.display.display = _fake_display"))
-    _save(nb, folder / "fujita_6_1_vmap.ipynb")
+    save_notebook(nb, folder / "fujita_6_1_vmap.ipynb")
     exp["fujita"] = dict(marks="⏳" * N, score=0, notes=[TAMPER.format("IPython.display")],
                          statuses={i: "not_done" for i in IDS})
     return exp

@@ -116,15 +116,15 @@ def test_output_folder_is_checked_before_grading(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_command_writes_the_gradebook_from_real_submissions(tmp_path):
-    from tests.test_grade import EXERCISE, SOLUTION, _lean, _save
-    from tests.test_grade import _read as read_notebook
+    from tests.test_grade import EXERCISE, SOLUTION, lean_notebook, save_notebook
+    from tests.test_grade import read_notebook
 
     if not (SOLUTION.exists() and EXERCISE.exists()):
         pytest.skip("solutions/ と exercises/ の 6_1_vmap が必要")
     subs = tmp_path / "subs"
     subs.mkdir()
-    _save(_lean(read_notebook(SOLUTION)), subs / "aoki_6_1_vmap.ipynb")  # 全問正解
-    _save(_lean(read_notebook(EXERCISE)), subs / "ito_6_1_vmap.ipynb")   # 未解答
+    save_notebook(lean_notebook(read_notebook(SOLUTION)), subs / "aoki_6_1_vmap.ipynb")  # 全問正解
+    save_notebook(lean_notebook(read_notebook(EXERCISE)), subs / "ito_6_1_vmap.ipynb")   # 未解答
     text = (subs / "aoki_6_1_vmap.ipynb").read_text(encoding="utf-8")
     (subs / "ueda_6_1_vmap.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")  # 壊れた JSON
     (subs / "ito_6_2_pmap.ipynb").write_text("明日出します\n", encoding="utf-8")  # 2 冊目: ノートブックでない
