@@ -15,11 +15,11 @@ def test_unknown_exercise_is_reported_not_raised(capsys):
 def test_checker_bug_is_reported_without_traceback():
     @exercise("0.0-bug", "buggy")
     def buggy(fn):
-        return {}["missing"]  # チェッカー自身の不具合
+        return {}["missing"]  # チェッカ自身の不具合
 
     try:
         r = run_check("0.0-bug", lambda: None)
-        assert r.status == "internal" and "チェッカー内部の問題" in r.message
+        assert r.status == "internal" and "チェッカ内部の問題" in r.message
         assert "Traceback" not in r.line and "\n" not in r.line
     finally:
         ch6.registry().pop("0.0-bug")

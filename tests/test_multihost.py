@@ -117,13 +117,13 @@ def test_failed_process_stops_the_others(failures):
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
     lines = run.lines("launch")
-    assert lines[-1].startswith("失敗: process 1 が原因です"), lines
-    assert any("process 1: 異常終了 (exit code 1)" in line for line in lines), lines
-    # process 0 はランチャに殺されたのではなく、JAX が故障を検知して自分で止まった
-    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
+    assert lines[-1].startswith("失敗: プロセス 1 が原因です"), lines
+    assert any("プロセス 1: 異常終了 (exit code 1)" in line for line in lines), lines
+    # プロセス 0 はランチャに殺されたのではなく、JAX が故障を検知して自分で止まった
+    assert "プロセス 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
     p0 = "\n".join(run.lines("p0"))
     assert "stopped sending heartbeats" in p0 and "Terminating process" in p0
-    assert "模擬故障: process 1" in "\n".join(run.lines("p1"))
+    assert "模擬故障: プロセス 1" in "\n".join(run.lines("p1"))
 
 
 def test_process_that_never_joins(failures):
@@ -131,9 +131,9 @@ def test_process_that_never_joins(failures):
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < BOUND
     lines = run.lines("launch")
-    # process 0 は initialization_timeout で自分から止まり、参加しない process 1 はランチャが止める
-    assert "process 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
-    assert lines[-1].startswith("失敗: process 1 が原因です（ほかのプロセスの失敗から"), lines
+    # プロセス 0 は initialization_timeout で自分から止まり、参加しない プロセス 1 はランチャが止める
+    assert "プロセス 0: ほかのプロセスの故障を JAX の分散サービスが検知して止めました (SIGABRT)" in lines, lines
+    assert lines[-1].startswith("失敗: プロセス 1 が原因です（ほかのプロセスの失敗から"), lines
 
 
 def test_process_that_hangs_after_joining(failures):
@@ -143,7 +143,7 @@ def test_process_that_hangs_after_joining(failures):
     assert run.returncode == 1, run.stdout[-3000:]
     assert run.seconds < 10 + 10   # ランチャ自身の起動（混んだ機械では数秒）を含めて
     lines = run.lines("launch")
-    assert "process 0: 制限時間 10 秒を過ぎても終わらないので、ランチャが止めました" in lines, lines
+    assert "プロセス 0: 制限時間 10 秒を過ぎても終わらないので、ランチャが止めました" in lines, lines
     assert lines[-1].startswith("失敗: 10 秒以内に終わらず、全プロセスを止めました"), lines
 
 
@@ -203,7 +203,7 @@ def test_condense_drops_noise_and_keeps_the_story():
         "7",
         "",
         "RESULT {}",
-        "process 1: エラー RuntimeError: boom",
+        "プロセス 1: エラー RuntimeError: boom",
         "Traceback (most recent call last):",
         '  File "/somewhere/train.py", line 1, in main',
         "    run()",
@@ -215,7 +215,7 @@ def test_condense_drops_noise_and_keeps_the_story():
     ]
     assert multihost.condense(lines) == [
         "step 1: loss 15.981",
-        "process 1: エラー RuntimeError: boom",
+        "プロセス 1: エラー RuntimeError: boom",
         "JAX ログ (F): Terminating process because X. Second sentence",
     ]
 

@@ -143,7 +143,7 @@ def global_layout(results: dict[int, dict]) -> tuple[dict, dict[int, tuple[int, 
     for p in procs:
         for device, start, stop in results[p]["shards"]:
             if owner.get(device) != p:
-                raise ValueError(f"process {p} のシャードが、ほかのプロセスのデバイス {device} にあります")
+                raise ValueError(f"プロセス {p} のシャードが、ほかのプロセスのデバイス {device} にあります")
             rows[device] = (start, stop)
     spans = sorted(rows.values())
     total = results[procs[0]]["rows"]

@@ -22,7 +22,7 @@
   （ノートブックとテストが使います。人が読むときは要りません）。
 - どれかのプロセスが失敗したら、残りが自分で止まるのを --grace 秒まで待ち、まだ動いているものを
   止めます。全体も --timeout 秒で打ち切ります。だれが失敗したかを表示し、終了コード 1 で終わります
-  （全員が正常終了なら 0、Ctrl-C で中断したら 130）。
+  （すべてのプロセスが正常終了なら 0、Ctrl-C で中断したら 130）。
   止めるときは SIGKILL を使います（JAX は SIGTERM を「プリエンプションの予告」として受け取り、
   それだけでは終わらないため）。
 
@@ -77,7 +77,7 @@ def slurm_env(n: int, i: int, port: int) -> dict[str, str]:
 def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: float,
            script: Path | None = None, as_slurm: bool = False, json_results: bool = False,
            verbose: bool = False, out=sys.stdout) -> int:
-    """n 個のプロセスを起動し、全員が終わるか止めるまで待ちます。終了コード（0 / 1 / 130）を返します。"""
+    """n 個のプロセスを起動し、すべてが終わるか止めるまで待ちます。終了コード（0 / 1 / 130）を返します。"""
     program = ["-m", MODULE] if script is None else [str(script)]
     script_args = [*script_args, *(["--json"] if json_results else [])]
     port = free_port()
@@ -155,7 +155,7 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
         return 0
     texts = ["".join(o) for o in outputs]
     for i in range(n):
-        say(f"[launch] process {i}: {describe(codes[i], killed.get(i), texts[i])}")
+        say(f"[launch] プロセス {i}: {describe(codes[i], killed.get(i), texts[i])}")
     if interrupted:
         say("[launch] 中断しました (Ctrl-C)")
         return 130
@@ -166,17 +166,17 @@ def launch(n: int, devices: int, script_args: list[str], timeout: float, grace: 
 def blame(codes, finished, killed, texts, timeout) -> str:
     """どのプロセスが原因かを 1 行で。JAX に止められた「巻き添え」は原因から外します。"""
     own = sorted((t, i) for i, t in finished.items() if codes[i] != 0 and JAX_ABORT not in texts[i])
-    if own:   # 自分の理由で先に落ちたプロセス
+    if own:   # 自身の理由で先に止まったプロセス
         i = own[0][1]
-        return f"process {i} が原因です（{describe(codes[i], None, texts[i])}）"
+        return f"プロセス {i} が原因です（{describe(codes[i], None, texts[i])}）"
     if killed and len(killed) < len(codes):   # ほかが止まったのに、止まらなかったプロセス（参加しないなど）
         i = min(killed)
-        return f"process {i} が原因です（{killed[i]}）"
-    if killed:   # 全員が止まったまま: 集団通信の待ち合わせで、だれが原因かは外からはわからない
+        return f"プロセス {i} が原因です（{killed[i]}）"
+    if killed:   # すべてのプロセスが止まったまま: 集団通信の待ち合わせで、どれが原因かは外からはわからない
         return (f"{timeout:g} 秒以内に終わらず、全プロセスを止めました。どのプロセスも待ったままでした"
                 "（どれかが Python の中で止まり、ほかが集団通信で待っていた可能性があります）")
     victims = sorted((t, i) for i, t in finished.items() if codes[i] != 0)
-    return f"process {victims[0][1]} が最初に止まりました（原因は各プロセスの出力を見てください）"
+    return f"プロセス {victims[0][1]} が最初に止まりました（原因は各プロセスの出力を見てください）"
 
 
 def main(argv=None) -> int:

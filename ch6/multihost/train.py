@@ -116,7 +116,7 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
 
     # --- ローカルとグローバル ------------------------------------------------------
     n_local, n_global = jax.local_device_count(), jax.device_count()
-    print(f"process {jax.process_index()}/{jax.process_count()}: "
+    print(f"プロセス {jax.process_index()}/{jax.process_count()}: "
           f"ローカルデバイス {n_local} 個 / グローバルデバイス {n_global} 個")
 
     # すべてのプロセスのデバイスを並べた 1 本のメッシュ（グローバル）。どのプロセスも同じものを作ります
@@ -153,10 +153,10 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
         for step in range(1, steps + 1):
             if fail_step is not None and step == fail_step:
                 if hang:   # Python の中で止まったまま（ハートビートは裏のスレッドが送り続ける）
-                    print(f"模擬故障: process {process_id} は step {step} の前で止まったままになります", flush=True)
+                    print(f"模擬故障: プロセス {process_id} は step {step} の前で止まったままになります", flush=True)
                     while True:
                         time.sleep(1)
-                raise RuntimeError(f"模擬故障: process {process_id} が step {step} の前に止まります (--fail-process)")
+                raise RuntimeError(f"模擬故障: プロセス {process_id} が step {step} の前に止まります (--fail-process)")
             params, loss = step_fn(params, x, y, mask)
             losses.append(float(loss))  # loss は複製されているので、どのプロセスでも読めます
             print(f"step {step}: loss {num(losses[-1], 3)}")   # 足し算の順序で変わる桁は表示しない
@@ -188,7 +188,7 @@ def report(result: dict) -> None:
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m ch6.multihost.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--coordinator", help="process 0 が待ち受ける HOST:PORT（例 127.0.0.1:12355）")
+    ap.add_argument("--coordinator", help="プロセス 0 が待ち受ける HOST:PORT（例 127.0.0.1:12355）")
     ap.add_argument("--num-processes", type=int, help="プロセスの総数")
     ap.add_argument("--process-id", type=int, help="このプロセスの番号 0..N-1")
     ap.add_argument("--single", action="store_true", help="jax.distributed を使わない 1 プロセス版（比較用）")
@@ -201,11 +201,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--heartbeat-timeout", type=int, default=10,
                     help="ハートビートが途絶えたら故障とみなすまで（heartbeat_timeout_seconds。JAX の既定は 100 秒）")
     ap.add_argument("--shutdown-timeout", type=int, default=10,
-                    help="終了時に全員がそろうのを待つ上限（shutdown_timeout_seconds。JAX の既定は 300 秒）")
+                    help="終了時にすべてのプロセスがそろうのを待つ上限（shutdown_timeout_seconds。JAX の既定は 300 秒）")
     # 故障の模擬
     ap.add_argument("--fail-process", type=int, help="このプロセス番号を故障させる（テスト用）")
     ap.add_argument("--fail-at", choices=("step", "join", "hang"), default="step",
-                    help="step: 2 ステップ目の前に例外で落ちる / join: 参加せずに止まったままになる / "
+                    help="step: 2 ステップ目の前に例外で異常終了する / join: 参加せずに止まったままになる / "
                          "hang: 参加した後、2 ステップ目の前で止まったままになる")
     return ap.parse_args(argv)
 
@@ -222,7 +222,7 @@ def main(argv=None) -> int:
 
     pid = args.process_id
     if args.fail_process is not None and args.fail_process == pid and args.fail_at == "join":
-        print(f"模擬故障: process {pid} は jax.distributed.initialize を呼ばずに止まったままになります", flush=True)
+        print(f"模擬故障: プロセス {pid} は jax.distributed.initialize を呼ばずに止まったままになります", flush=True)
         time.sleep(3600)
         return 1
 
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         if args.json:
             report(result)
     except Exception as err:
-        print(f"process {pid}: エラー {type(err).__name__}: {err}", flush=True)
+        print(f"プロセス {pid}: エラー {type(err).__name__}: {err}", flush=True)
         traceback.print_exc()
         sys.stderr.flush()
         # ほかのプロセスは集団通信の途中でこちらを待っているので、終了時の同期（shutdown のバリア）は

@@ -120,7 +120,7 @@ def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
 
 
 def learner_step(what: str, fn, *args):
-    """学習者の値を使って JAX を動かす（エラーはチェッカーの内部エラーではなく不正解として説明する）。"""
+    """学習者の値を使って JAX を動かす（エラーはチェッカの内部エラーではなく不正解として説明する）。"""
     try:
         return call(fn, *args)
     except LearnerError as err:

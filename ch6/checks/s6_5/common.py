@@ -108,7 +108,7 @@ def _single_note(correct: set[str], n: int) -> str:
 def grade(fn, correct: set[str], why: dict[str, str], ok: str,
            outcomes: dict[str, Outcome] | None = None) -> str:
     """correct に入っていれば ok を返し、違えば選んだ選択肢の誤りの理由（と、実際に動かした結果）で Fail。"""
-    if not correct:  # どの選択肢も当たらない: 問題の前提が崩れている（チェッカー側の問題）
+    if not correct:  # どの選択肢も当たらない: 問題の前提が崩れている（チェッカ側の問題）
         raise RuntimeError("no choice matches what JAX computed")
     key = _choice(fn)
     if key in correct:

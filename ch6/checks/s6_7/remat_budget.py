@@ -90,7 +90,7 @@ def table() -> dict:
 
 
 def _check_design(t: dict) -> None:
-    """隠しの場面が、名指しする誤りを見分けられる形であること（JAX が変わって崩れたらチェッカーの不具合として止まる）。"""
+    """隠しの場面が、名指しする誤りを見分けられる形であること（JAX が変わって崩れたらチェッカの不具合として止まる）。"""
     low = min(f for _, f, _ in t.values())
     cheap = {"none", "everything_saveable", "dots_saveable", "only_up_gate"}
     assert all(t[n][1] <= 1.02 * low for n in cheap), t

@@ -128,6 +128,6 @@ def test_6_2_2_wrong():
 
 
 def test_6_2_2_array_instead_of_function_is_not_internal():
-    # issue 13 の回帰: 関数ではなく配列を渡すと、以前は「チェッカー内部の問題」になった
+    # issue 13 の回帰: 関数ではなく配列を渡すと、以前は「チェッカ内部の問題」になった
     expect("6.2-2", jnp.ones(3), "fail", "関数を渡してください")
     expect("6.2-2", {"w": jnp.zeros(2), "b": jnp.float32(0)}, "fail", "関数を渡してください")  # 呼んだ結果の dict
