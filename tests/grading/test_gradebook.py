@@ -116,8 +116,7 @@ def test_output_folder_is_checked_before_grading(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_command_writes_the_gradebook_from_real_submissions(tmp_path):
-    from tests.test_grade import EXERCISE, SOLUTION, lean_notebook, save_notebook
-    from tests.test_grade import read_notebook
+    from tests.test_grade import EXERCISE, SOLUTION, lean_notebook, read_notebook, save_notebook
 
     if not (SOLUTION.exists() and EXERCISE.exists()):
         pytest.skip("solutions/ と exercises/ の 6_1_vmap が必要")
