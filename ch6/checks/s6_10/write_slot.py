@@ -33,8 +33,8 @@ def _explain(exc: BaseException) -> str | None:
     name = type(exc).__name__
     static_slice = isinstance(exc, IndexError) and "static" in str(exc)
     if static_slice or "Concretization" in name or "TracerIntegerConversion" in name or "TracerBool" in name:
-        return (f"slot か length がトレースされた値のときに {name} が起きました。Python のスライス [:length] や int(slot) は"
-                "使えません。lax.dynamic_update_slice と、位置 < length のマスク（jnp.where）で書きましょう。")
+        return (f"slot か length がトレースされた値なので、Python のスライス [:length] や int(slot) で {name} が"
+                "起きました。lax.dynamic_update_slice と、位置 < length のマスク（jnp.where）で書きましょう。")
     return None
 
 

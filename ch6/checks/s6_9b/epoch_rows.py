@@ -90,7 +90,7 @@ def check_process_rows(fn):
                 for p in range(count):
                     out = call(fn, data.copy(), step, p, count, batch, seq, seed)
                     want = reference(data, step, p, count, batch, seq, seed)
-                    where = f"{label}、ステップ {step}、{count} プロセスの process {p}"
+                    where = f"{label}、ステップ {step}、{count} プロセスで動かしたときのプロセス {p}"
                     try:
                         got = np.asarray(out)
                     except Exception:
