@@ -11,19 +11,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import (  # noqa: F401
-    batched_distances,
-    batchnorm_image,
-    clipped_mean_grad,
-    common,
-    ensemble_sgd_step,
-    rbf_features,
-    time_major_apply,
-)
-from .batched_distances import check_batched_distances  # noqa: F401
-from .batchnorm_image import EPS, check_batchnorm_image  # noqa: F401
-from .clipped_mean_grad import check_clipped_mean_grad  # noqa: F401
-from .ensemble_sgd_step import check_ensemble_sgd_step  # noqa: F401
-from .rbf_features import check_rbf_features  # noqa: F401
-from .time_major_apply import check_time_major  # noqa: F401
+from .. import load_section
+
+__all__ = load_section(__name__, globals())

@@ -13,14 +13,6 @@
 """
 from __future__ import annotations
 
-from . import common, critical_batch, max_batch, quantize, tp_attention, write_slot  # import すると登録される
-from .critical_batch import check_decode_critical_batch
-from .max_batch import check_max_batch
-from .quantize import check_quantize
-from .tp_attention import check_decode_attention_tp
-from .write_slot import check_make_write_slot
+from .. import load_section
 
-__all__ = [
-    "check_max_batch", "check_decode_critical_batch", "check_decode_attention_tp", "check_make_write_slot",
-    "check_quantize", "common", "critical_batch", "max_batch", "quantize", "tp_attention", "write_slot",
-]
+__all__ = load_section(__name__, globals())

@@ -7,11 +7,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import common, normalize_across_devices, ring_shift, sgd_step
-from .normalize_across_devices import check_normalize
-from .ring_shift import check_ring_shift
-from .sgd_step import HIDDEN_AXIS, HIDDEN_LR, check_sgd_step
+from .. import load_section
 
-__all__ = ["HIDDEN_AXIS", "HIDDEN_LR", "check_normalize", "check_ring_shift", "check_sgd_step", "common",
-           "normalize_across_devices", "ring_shift", "sgd_step"]
+__all__ = load_section(__name__, globals())

@@ -25,24 +25,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュールを読み込むと、その演習のチェックが登録されます（ch6.checking の exercise が登録表に入れる）。
-from .attention_scores import check_attention_scores
-from .common import as_spec, norm_spec, placed_spec, show_spec
-from .no_comm_specs import check_no_comm, needs_comm_by_rule
-from .place_tokens import check_place_tokens
-from .predict_collectives import (
-    ANSWER,
-    PREDICT_CASES,
-    VALID,
-    case_arrays,
-    check_predict,
-    compiled_answers,
-    compiled_case,
-)
-from .shard_gated_mlp import HIDDEN_AXIS, check_shard_gated_mlp, gated_mlp, want_spec
+from .. import load_section
 
-__all__ = [
-    "ANSWER", "HIDDEN_AXIS", "PREDICT_CASES", "VALID", "as_spec", "case_arrays", "check_attention_scores",
-    "check_no_comm", "check_place_tokens", "check_predict", "check_shard_gated_mlp", "compiled_answers",
-    "compiled_case", "gated_mlp", "needs_comm_by_rule", "norm_spec", "placed_spec", "show_spec", "want_spec",
-]
+__all__ = load_section(__name__, globals())

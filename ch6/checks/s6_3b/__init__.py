@@ -18,24 +18,6 @@
 """
 from __future__ import annotations
 
-from ...show import collectives_line
-from . import (  # import するとそれぞれの演習が登録される
-    common,
-    masked_mean,
-    megatron_mlp,
-    ring_all_gather,
-    rs_matmul_bias,
-    sharded_softmax,
-)
-from .common import AXIS
-from .masked_mean import check_masked_mean
-from .megatron_mlp import check_megatron_mlp
-from .ring_all_gather import check_ring_all_gather
-from .rs_matmul_bias import check_rs_matmul_bias
-from .sharded_softmax import check_sharded_softmax
+from .. import load_section
 
-__all__ = [
-    "AXIS", "check_masked_mean", "check_ring_all_gather", "check_megatron_mlp", "check_sharded_softmax",
-    "check_rs_matmul_bias", "collectives_line",
-    "common", "masked_mean", "megatron_mlp", "ring_all_gather", "rs_matmul_bias", "sharded_softmax",
-]
+__all__ = load_section(__name__, globals())

@@ -11,11 +11,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import common, migrated_step, standardize_smap
-from .common import MESH_AXIS
-from .migrated_step import HIDDEN_LR, check_migrated_step
-from .standardize_smap import HIDDEN_EPS, check_standardize_smap
+from .. import load_section
 
-__all__ = ["HIDDEN_EPS", "HIDDEN_LR", "MESH_AXIS", "check_migrated_step", "check_standardize_smap", "common",
-           "migrated_step", "standardize_smap"]
+__all__ = load_section(__name__, globals())

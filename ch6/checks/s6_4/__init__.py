@@ -9,9 +9,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import batched_loss, clipped_mean_grad, common, dp_train_step, fsdp_shard  # noqa: F401
-from .batched_loss import check_batched_loss  # noqa: F401
-from .clipped_mean_grad import check_clipped_mean_grad  # noqa: F401
-from .dp_train_step import check_dp_train_step  # noqa: F401
-from .fsdp_shard import check_fsdp_shard, fsdp_axis  # noqa: F401
+from .. import load_section
+
+__all__ = load_section(__name__, globals())

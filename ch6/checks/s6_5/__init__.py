@@ -18,13 +18,6 @@ smap の中の grad、device_put の分け方）は ``gradients_and_placement``�
 """
 from __future__ import annotations
 
-from .common import CHOICES, Outcome
-from .compiler_collectives import Q10_OPTIONS, collective_choices, q8_truth, q9_truth, q10_outcomes
-from .gradients_and_placement import Q1_OPTIONS, Q4_OPTIONS, q1_loss, q1_outcomes, q2_truth, q3_outcomes, q4_outcomes
-from .output_shapes import Q5_SHAPES, Q7_OPTIONS, q5_truth, q6_truth, q7_outcomes
+from .. import load_section
 
-__all__ = [
-    "CHOICES", "Outcome", "Q1_OPTIONS", "Q4_OPTIONS", "Q5_SHAPES", "Q7_OPTIONS", "Q10_OPTIONS", "q1_loss",
-    "q1_outcomes", "q2_truth", "q3_outcomes", "q4_outcomes", "q5_truth", "q6_truth", "q7_outcomes",
-    "q8_truth", "q9_truth", "q10_outcomes", "collective_choices",
-]
+__all__ = load_section(__name__, globals())

@@ -9,10 +9,6 @@ jax.vjp の残差から参照を求めます。どのチェックもデバイス
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import common, dp_chips, grad_accum, layout_choice, microbatch_budget, remat_budget  # noqa: F401
-from .dp_chips import check_max_dp_chips  # noqa: F401
-from .grad_accum import check_accumulated_value_and_grad  # noqa: F401
-from .layout_choice import check_choose_layout, reference_layout  # noqa: F401
-from .microbatch_budget import check_fewest_microbatches  # noqa: F401
-from .remat_budget import check_choose_remat  # noqa: F401
+from .. import load_section
+
+__all__ = load_section(__name__, globals())

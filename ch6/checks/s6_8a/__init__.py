@@ -9,11 +9,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import bubble_microbatches, circular_pipeline, common, stored_activations
-from .bubble_microbatches import check_microbatches_for_bubble
-from .circular_pipeline import check_circular_tick
-from .stored_activations import check_peak_activations
+from .. import load_section
 
-__all__ = ["bubble_microbatches", "circular_pipeline", "common", "stored_activations",
-           "check_circular_tick", "check_microbatches_for_bubble", "check_peak_activations"]
+__all__ = load_section(__name__, globals())

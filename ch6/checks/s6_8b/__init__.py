@@ -12,13 +12,6 @@
 """
 from __future__ import annotations
 
-from . import comm_times, common, moe_capacity, sequence_choice, ulysses  # import するとそれぞれの演習が登録される
-from .comm_times import check_attention_comm_times
-from .moe_capacity import check_dropped_choices
-from .sequence_choice import check_choose_sequence_parallel
-from .ulysses import check_ulysses_attention
+from .. import load_section
 
-__all__ = [
-    "check_attention_comm_times", "check_choose_sequence_parallel", "check_dropped_choices", "check_ulysses_attention",
-    "comm_times", "common", "moe_capacity", "sequence_choice", "ulysses",
-]
+__all__ = load_section(__name__, globals())

@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-# 演習ごとのモジュール（読み込むと @exercise で登録される）と、節で共有する道具（common）
-from . import common, epoch_rows, restore_mesh  # noqa: F401
-from .epoch_rows import check_process_rows  # noqa: F401
-from .restore_mesh import check_restore_onto  # noqa: F401
+from .. import load_section
+
+__all__ = load_section(__name__, globals())
