@@ -122,27 +122,36 @@ LACKING_MESSAGE = "提出物の演習ノートブック（古い版）には、�
 
 def match_cells(sub: list[Cell], ref: list[Cell]) -> tuple[list[tuple[int, int]], list[int]]:
     """参照の空でないセル i に提出物のセル j を対応させる: (対応 (i, j) の並び, 見つからない i の並び)。
-    id（種類が同じなら）、次に同じ中身、次に同じ関数名・チェック番号の順に探す。"""
-    by_id = {c.id: j for j, c in enumerate(sub) if c.id}
+
+    中身で先に対応をつけます（id も中身も同じ、次に中身が同じ）。id だけが同じ（中身が違う）セルと、
+    関数名・チェック番号が同じセルは、そのあとで残ったセルどうしだけ。学習者が書き換えたセルは id か
+    関数名で見つかり、版が変わって id が別の中身へ移っていても（古い版の提出物）中身の同じセルが先に
+    対応するので、古い版にないセルが「削除」に見えることはありません。"""
+    real = [i for i, rc in enumerate(ref) if rc.hash]  # 空のセルは突き合わせない
+    by_id = {c.id: j for j, c in reversed(list(enumerate(sub))) if c.id}
     by_hash: dict[tuple[str, str], list[int]] = {}
     for j, c in enumerate(sub):
         by_hash.setdefault((c.type, c.hash), []).append(j)
-    used: set[int] = set()
-    pairs, missing = [], []
-    for i, rc in enumerate(ref):
-        if not rc.hash:
-            continue
+
+    def same_id(rc: Cell, same_content: bool) -> list[int]:
         j = by_id.get(rc.id) if rc.id else None
-        if j is None or j in used or sub[j].type != rc.type:
-            j = next((k for k in by_hash.get((rc.type, rc.hash), []) if k not in used), None)
-        if j is None and rc.keys:
-            j = next((k for k, c in enumerate(sub) if k not in used and set(rc.keys) & set(c.keys)), None)
-        if j is None:
-            missing.append(i)
-        else:
-            used.add(j)
-            pairs.append((i, j))
-    return pairs, missing
+        if j is None or sub[j].type != rc.type or (same_content and sub[j].hash != rc.hash):
+            return []
+        return [j]
+
+    rules = (lambda rc: same_id(rc, same_content=True),
+             lambda rc: by_hash.get((rc.type, rc.hash), []),
+             lambda rc: same_id(rc, same_content=False),
+             lambda rc: [j for j, c in enumerate(sub) if set(rc.keys) & set(c.keys)])
+    found: dict[int, int] = {}
+    for rule in rules:
+        for i in real:
+            if i not in found:
+                used = set(found.values())
+                j = next((j for j in rule(ref[i]) if j not in used), None)
+                if j is not None:
+                    found[i] = j
+    return sorted(found.items()), [i for i in real if i not in found]
 
 
 def longest_increasing(seq: list[int]) -> set[int]:

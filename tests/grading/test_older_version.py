@@ -2,6 +2,9 @@
 
 - 本物の古い版: 問が 9 つだったころの 6.5（tests/grading/data/6_5_summary_9_questions.json、出力を消したもの）
 - 作った古い版: 今の 6.1 から最後の演習（説明・例・解答のセル）をまとめて除いたもの、1 問目の関数が違うもの
+- すべての演習ノートブックの 1 つ前の版（最後の演習をまとめて除いたもの）: セルの id がそのままの版と、
+  演習を足したときに id が動いた版（以前の tools/twins.py は、演習のあとのまとめのセルの id を新しい見出しに
+  渡すことがありました: 古い版ではまとめのセルが、今の版の見出しと同じ id を持つ）
 - 対照: 解答のセルだけを消した提出物は、これまでどおり削除として備考に書く
 """
 import asyncio
@@ -9,6 +12,7 @@ import copy
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from ch6 import Status
 from ch6.grading import batch, exercises, tamper
@@ -31,6 +35,24 @@ def _without_last_exercise():
     drop = set(blocks["6.1-6"])
     nb.cells = [c for k, c in enumerate(nb.cells) if k not in drop]
     return nb
+
+
+def _previous_version(name, moved_ids=False):
+    """name の演習ノートブックの 1 つ前の版: 最後の演習のセル（前の演習のチェックの次から、最後の演習の
+    チェックまで）がまだない。moved_ids なら、そのあとのセル（まとめなど）が、今の版で最後の演習の
+    最初のセルが持つ id を持つ（id が中身と一緒に動かなかったときの古い版）。"""
+    a = ASSIGNMENTS[name]
+    nb = _exercise(name)
+    block = tamper.exercise_blocks(a)[a.ids[-1]]
+    if moved_ids and block.stop < len(nb.cells):
+        nb.cells[block.stop].id = nb.cells[block.start].id
+    nb.cells = [c for k, c in enumerate(nb.cells) if k not in block]
+    return nb, a
+
+
+def _older_note(a, lacking):
+    return (f"古い版の演習ノートブックからの提出のようです: 演習 {lacking}（{a.titles[lacking]}）がありません"
+            "（⚠️ にしました）。今の版を配り直すか、その演習を採点から外してください。")
 
 
 def _no_tamper_words(notes):
@@ -94,3 +116,37 @@ def test_current_version_has_no_older_version_note():
     for name, a in ASSIGNMENTS.items():
         nb = _exercise(name)
         assert tamper.older_version(nb, a) == {} and tamper.structure_notes(copy.deepcopy(nb), a) == [], name
+
+
+EVERY = sorted(n for n, a in ASSIGNMENTS.items() if a.cells)
+
+
+def test_every_exercise_notebook_is_covered():
+    assert len(EVERY) == len(ASSIGNMENTS) >= 13, (EVERY, sorted(ASSIGNMENTS))
+
+
+@pytest.mark.parametrize("moved_ids", [False, True], ids=["same ids", "ids moved"])
+@pytest.mark.parametrize("name", EVERY)
+def test_previous_version_of_every_exercise_notebook_is_an_older_version(name, moved_ids):
+    nb, a = _previous_version(name, moved_ids)
+    assert tamper.older_version(nb, a) == {a.ids[-1]: tamper.LACKING_MESSAGE}
+    assert tamper.structure_notes(nb, a) == [_older_note(a, a.ids[-1])]
+
+
+@pytest.mark.parametrize("name", EVERY)
+def test_grading_the_previous_version_of_every_exercise_notebook(name, tmp_path, monkeypatch):
+    """採点の表と備考: 最後の演習は ⚠️（古い版にはこの演習がありません）、備考は古い版の 1 つだけ（改ざんの備考なし）。"""
+    async def run(nb, assignment, cfg, cwd):  # カーネルは起動しない: 配ったままの演習は「まだ」
+        return {i: ExerciseResult(i, assignment.titles[i], Status.NOT_DONE,
+                                  f"関数 {assignment.titles[i]} が見つかりません") for i in assignment.ids}, []
+
+    monkeypatch.setattr("ch6.grading.execute.execute_and_check", run)
+    nb, a = _previous_version(name, moved_ids=True)
+    path = tmp_path / f"sato_{name}.ipynb"
+    nbformat.write(nb, path)
+    row = asyncio.run(batch.grade_one(path, ASSIGNMENTS, Config(jobs=1)))
+    assert (row.learner, row.notebook) == ("sato", name)
+    last = row.exercises[a.ids[-1]]
+    assert (last.status, last.message, last.mark) == (Status.NOT_GRADED, tamper.LACKING_MESSAGE, "⚠️")
+    assert row.notes == [_older_note(a, a.ids[-1])]
+    _no_tamper_words(row.notes)
