@@ -1,7 +1,14 @@
-"""チェックの単体テストが共有する部品: 未解答の関数、例外を出す関数、状態と言葉の確認。"""
+"""チェックの単体テストが 2 つ以上の節で共有する部品: デバイス数、2 デバイス以上でだけ走らせる印、未解答の関数、
+例外を出す関数、状態と言葉の確認。1 つの節だけが使う部品は tests/checks/s6_N/common.py に置きます。"""
 import re
 
+import jax
+import pytest
+
 from ch6 import registry, run_check
+
+N = jax.device_count()
+multi = pytest.mark.skipif(N < 2, reason="集団通信は 2 デバイス以上でしか現れない")
 
 # 6.1–6.5 のメッセージは 2 文まで（issue 29 の 7、CONTRIBUTING の「Check messages」）。「」の中の引用は数えない
 SHORT_SECTIONS = ("6.1-", "6.2-", "6.3a-", "6.3b-", "6.3c-", "6.4-", "6.5-")

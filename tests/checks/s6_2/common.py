@@ -3,8 +3,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-N = jax.device_count()
-
 
 def sgd_fixed_axis(params, x, y, mask, loss_fn, lr, axis_name):
     # ノートブックの軸の名前 "devices" を書いてしまった

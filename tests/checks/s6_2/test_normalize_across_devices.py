@@ -6,8 +6,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tests.checkhelp import boom, expect, not_done
-from tests.checks.s6_2.common import N
+from tests.checkhelp import N, boom, expect, not_done
 
 
 # 6.2-1 --------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tests.checkhelp import boom, expect, not_done
-from tests.checks.s6_2.common import N
+from tests.checkhelp import N, boom, expect, not_done
 
 
 # 6.2-3 --------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tests.checkhelp import boom, expect, not_done
-from tests.checks.s6_2.common import N, sgd_fixed_axis
+from tests.checkhelp import N, boom, expect, not_done
+from tests.checks.s6_2.common import sgd_fixed_axis
 
 # テストで使う損失と学習率（チェックはこれとも違う損失・学習率・軸の名前を渡す）
 LR = 0.1

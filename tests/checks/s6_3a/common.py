@@ -5,22 +5,19 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import pytest
 from jax.sharding import AxisType
 
 from ch6 import run_check
 from ch6.meshes import mesh_2d_shape
+from tests.checkhelp import N
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-N = jax.device_count()
 
 
 D, M = mesh_2d_shape(N)
 
-
-multi = pytest.mark.skipif(N == 1, reason="通信は 2 デバイス以上でしか現れない")
 
 
 def expect_pass(eid, fn):
@@ -36,9 +33,6 @@ def expect_fail(eid, fn, *words, status="fail"):
         assert w in r.message, r.message
     return r
 
-
-def todo(*args):
-    raise NotImplementedError
 
 
 def own_mesh(order=1, axis_types=AxisType.Explicit):

@@ -7,7 +7,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from ch6 import run_check
-from tests.checks.s6_3a.common import M, expect_fail, expect_pass, todo
+from tests.checkhelp import not_done
+from tests.checks.s6_3a.common import M, expect_fail, expect_pass
 
 # 2 次元メッシュの model 軸は、奇数個では長さ 1（ch6.meshes.mesh_2d_shape）なので、その軸の通信は現れない
 model_axis = pytest.mark.skipif(M == 1, reason="model 軸が 1（奇数個）では通信が現れない")
@@ -57,4 +58,4 @@ def test_attention_scores_swapped_hard_coded_and_errors():
     expect_fail("6.3a-4", lambda q, k: jnp.einsum("bkd,bqd->bqk", q, k, out_sharding=P("data", None, None)), "形が違います")
     expect_fail("6.3a-4", lambda q, k: scores_einsum(q, k) * 0 + 1.0, "値が違います")
     expect_fail("6.3a-4", lambda q, k: q @ k, status="error")  # 形が合わない
-    expect_fail("6.3a-4", todo, status="not_done")
+    expect_fail("6.3a-4", not_done, status="not_done")

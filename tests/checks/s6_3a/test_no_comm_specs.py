@@ -5,7 +5,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from ch6.checks import s6_3a
-from tests.checks.s6_3a.common import N, expect_fail, expect_pass, multi, todo
+from tests.checkhelp import N, multi, not_done
+from tests.checks.s6_3a.common import expect_fail, expect_pass
 
 RIGHT = (P(), P("data", None), P(None, "data"))
 
@@ -41,7 +42,7 @@ def test_no_comm_other_bad_specs_are_learner_mistakes():
     expect_fail("6.3a-3", lambda: ("data", P("data", None), P(None, "data")), "PartitionSpec のはず")
     expect_fail("6.3a-3", lambda: (P(), P("data", None)), "3 つ組")
     expect_fail("6.3a-3", lambda: P.nothing, "AttributeError", status="error")
-    expect_fail("6.3a-3", todo, status="not_done")
+    expect_fail("6.3a-3", not_done, status="not_done")
 
 
 def test_no_comm_unreduced_returned_is_explained():

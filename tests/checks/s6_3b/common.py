@@ -2,15 +2,9 @@
 from __future__ import annotations
 
 import jax
-import pytest
 from jax import lax
 
 import ch6
-
-N = jax.device_count()
-
-
-multi = pytest.mark.skipif(N < 2, reason="needs 2 or more devices")
 
 
 def run(eid, fn):
@@ -26,9 +20,6 @@ def assert_fail(res, *words, status="fail"):
     for w in words:
         assert w in res.message, (w, res.message)
 
-
-def not_done(*args):
-    raise NotImplementedError
 
 
 def softmax_gather(block):

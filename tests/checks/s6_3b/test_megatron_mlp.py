@@ -6,7 +6,8 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from tests.checks.s6_3b.common import N, assert_fail, assert_pass, multi, not_done, run
+from tests.checkhelp import N, multi, not_done
+from tests.checks.s6_3b.common import assert_fail, assert_pass, run
 
 SPECS3 = (P(), P(None, "x"), P("x"), P("x", None), P())
 

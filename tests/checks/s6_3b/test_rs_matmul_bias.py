@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from jax import lax
 
-from tests.checks.s6_3b.common import N, assert_fail, assert_pass, multi, not_done, run
+from tests.checkhelp import N, multi, not_done
+from tests.checks.s6_3b.common import assert_fail, assert_pass, run
 
 
 def rs_matmul_bias(x_blk, w_blk, b):

@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from tests.checks.s6_3b.common import assert_fail, assert_pass, multi, not_done, run, softmax_gather
+from tests.checkhelp import multi, not_done
+from tests.checks.s6_3b.common import assert_fail, assert_pass, run, softmax_gather
 
 
 def sharded_softmax(block):

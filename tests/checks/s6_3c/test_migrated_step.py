@@ -6,8 +6,7 @@ import pytest
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from tests.checkhelp import boom, expect, not_done
-from tests.checks.s6_3c.common import N
+from tests.checkhelp import N, boom, expect, not_done
 
 LR_LOGISTIC = 0.5  # ノートブックの学習率（チェックは別の学習率を渡す）
 AX = ("host", "local")  # 採点のメッシュの軸。バッチは P(AX) で 2 つの軸をまとめて分割

@@ -5,8 +5,7 @@ import pytest
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from tests.checkhelp import boom, expect, not_done
-from tests.checks.s6_3c.common import N
+from tests.checkhelp import N, boom, expect, not_done
 
 
 # 6.3c-2 -------------------------------------------------------------------------------
