@@ -2,6 +2,7 @@
 
 本物の nbgrader で通すテストは tests/grading/test_nbgrader_roundtrip.py（make test-nbgrader）。
 """
+import json
 import re
 from pathlib import Path
 
@@ -9,10 +10,16 @@ import nbformat
 import pytest
 
 from ch6.grading import nbgrader as edition
-from ch6.grading.exercises import check_calls
+from ch6.grading.exercises import DATA, check_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+# 演習の番号と数は ch6/grading/exercises.json（exercises/ から作られる）だけが正本: ここに数を書かない
+KNOWN = json.loads(DATA.read_text(encoding="utf-8"))["notebooks"]
+
+
+def ids_of(stem: str) -> list[str]:
+    return [e["id"] for e in KNOWN[stem]["exercises"]]
 
 
 def _meta(cell):
@@ -44,7 +51,7 @@ def test_solution_only_prose_goes_to_hidden_tests_of_its_exercise():
     """6.5 の解説（解答版だけの文）は、その問の採点のセルの隠しテストに入る（nbgrader が配布版から消す）。"""
     sol = nbformat.read(ROOT / "solutions" / "6_5_summary.ipynb", as_version=4)
     src = edition.to_source(sol, "6_5_summary")
-    test1 = next(c for c in src.cells if _meta(c).get("grade_id") == "test_6_5-1")
+    test1 = next(c for c in src.cells if _meta(c).get("grade_id") == edition.grade_id(ids_of("6_5_summary")[0], "test_"))
     hidden = test1.source.split("### BEGIN HIDDEN TESTS\n", 1)[1]
     assert "問 1 の解説" in hidden and hidden.rstrip().endswith("### END HIDDEN TESTS")
     assert all(ln.startswith("#") for ln in hidden.splitlines())
@@ -52,13 +59,18 @@ def test_solution_only_prose_goes_to_hidden_tests_of_its_exercise():
 
 
 def test_points_are_configurable_and_unknown_ids_are_refused(tmp_path):
-    sols = [ROOT / "solutions" / "6_1_vmap.ipynb", ROOT / "solutions" / "6_3b_shard_map.ipynb"]
-    written = edition.write_edition(tmp_path, sols, "ps1", {"6.3b-5": 2}, default_points=0.5)
-    assert [(p.relative_to(tmp_path).as_posix(), n, total) for p, n, total in written] == [
-        ("source/ps1/6_1_vmap.ipynb", 6, 3.0), ("source/ps1/6_3b_shard_map.ipynb", 5, 4.0)]
+    stems = ("6_1_vmap", "6_3b_shard_map")
+    sols = [ROOT / "solutions" / f"{stem}.ipynb" for stem in stems]
+    heavy = ids_of("6_3b_shard_map")[-1]  # 1 つの演習だけ 2 点、ほかは既定の 0.5 点
+    written = edition.write_edition(tmp_path, sols, "ps1", {heavy: 2}, default_points=0.5)
+    want = [(f"source/ps1/{stem}.ipynb", len(ids_of(stem)),
+             sum(2.0 if i == heavy else 0.5 for i in ids_of(stem))) for stem in stems]
+    assert [(p.relative_to(tmp_path).as_posix(), n, total) for p, n, total in written] == want
     assert "raise NotImplementedError" in (tmp_path / "nbgrader_config.py").read_text(encoding="utf-8")
-    with pytest.raises(edition.EditionError, match="6.9-1"):
-        edition.write_edition(tmp_path, sols, "ps1", {"6.9-1": 2})
+    unknown = "6.9-1"  # 6.9 は 6.9a / 6.9b / 6.9c に分かれているので、この番号の演習はない
+    assert all(unknown not in ids_of(stem) for stem in KNOWN)
+    with pytest.raises(edition.EditionError, match=unknown):
+        edition.write_edition(tmp_path, sols, "ps1", {unknown: 2})
 
 
 def test_one_assignment_per_notebook_by_default(tmp_path, capsys):
@@ -67,10 +79,11 @@ def test_one_assignment_per_notebook_by_default(tmp_path, capsys):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.ipynb")) == [
         "source/6_1_vmap/6_1_vmap.ipynb", "source/6_2_pmap/6_2_pmap.ipynb"]
     out = capsys.readouterr().out
-    assert "演習 6 問、6 点" in out and "nbgrader generate_assignment 6_1_vmap" in out
+    n = len(ids_of("6_1_vmap"))
+    assert f"演習 {n} 問、{n} 点" in out and "nbgrader generate_assignment 6_1_vmap" in out
     assert edition.main([str(tmp_path), "--assignment", "ps 1", *sols]) == 2
     with pytest.raises(SystemExit):
-        edition.main([str(tmp_path), "--points", "6.1-1", *sols])
+        edition.main([str(tmp_path), "--points", ids_of("6_1_vmap")[0], *sols])
     assert "「番号=点数」の形で" in capsys.readouterr().err
 
 
