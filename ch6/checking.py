@@ -245,8 +245,9 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
         )
 
 
-# shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で jaxpr に現れる
-PSUM_NAMES = frozenset({"psum", "psum_invariant"})
+# jaxpr での psum の名前: shard_map の中（check_vma=True）では lax.psum は psum_invariant という名前で現れ、
+# unreduced / 非同期の形（*_start）も同じ演算です（どのチェックもこの 1 つの集合で数えます）
+PSUM_NAMES = frozenset({"psum", "psum_invariant", "unreduced_psum", "psum_start", "psum_invariant_start"})
 
 
 def is_close(a, b, rtol: float = 1e-4, atol: float = 1e-5) -> bool:

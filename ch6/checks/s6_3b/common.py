@@ -9,7 +9,6 @@ from ...checking import Fail, LearnerError, call, hidden_rng, jaxpr_primitives, 
 AXIS = "x"
 
 # jaxpr での名前（同じ演算に別名があるものはまとめる）
-PSUM = {"psum", "psum_invariant", "unreduced_psum", "psum_start", "psum_invariant_start"}
 GATHER = {"all_gather", "all_gather_invariant", "all_gather_reduced", "all_gather_start"}
 SCATTER = {"reduce_scatter", "unreduced_reduce_scatter", "reduce_scatter_start"}
 PERMUTE = {"ppermute", "ppermute_start"}
@@ -103,11 +102,6 @@ def gathered_sizes(g, *args) -> list[int]:
         raise LearnerError(exc) from exc
     return [int(np.prod(getattr(eqn.invars[0].aval, "shape", ()) or (1,)))
             for eqn in walk(jaxpr) if eqn.primitive.name in GATHER and eqn.invars]
-
-
-def close_enough(a, b, rtol=1e-4, atol=1e-4) -> bool:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and np.allclose(a, b, rtol=rtol, atol=atol)
 
 
 def expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):

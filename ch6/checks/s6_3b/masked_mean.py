@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from ...checking import (
+    PSUM_NAMES,
+    Fail,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    jaxpr_primitives,
+    n_devices,
+)
 from .common import (
     AXIS,
     GATHER,
-    PSUM,
-    close_enough,
     exercise_rng,
     expect_no_row_loop,
     forbid,
@@ -46,16 +54,16 @@ def check_masked_mean(fn):
     blocks = [slice(d * rows, (d + 1) * rows) for d in range(n)]
     local = [(x[b] * mask[b, None]).sum(0) / mask[b].sum() for b in blocks]
     expect_shape(got, want.shape, "masked_mean の結果", "列ごとの平均 (k,) を返します。")
-    if n > 1 and close_enough(got, np.mean(local, 0)) and not close_enough(got, want):
+    if n > 1 and is_close(got, np.mean(local, 0)) and not is_close(got, want):
         raise Fail("有効な行の数がデバイスごとに違うのに、デバイスごとの平均をさらに平均しています。和と個数をそれぞれ psum してから割りましょう。")
-    if close_enough(got, x.mean(0)) and not close_enough(got, want):
+    if is_close(got, x.mean(0)) and not is_close(got, want):
         raise Fail("mask が使われず、すべての行の平均になっています。mask が 1 の行だけを足し、個数も mask の和にします。")
     expect_close(got, want, "masked_mean の結果",
                  )
 
     prims = jaxpr_primitives(g, *args)
     forbid(prims, GATHER, "all_gather でデータを集めています。局所的な和と個数だけを psum すれば、データ本体は送らずに済みます。")
-    if not prims & PSUM:
+    if not prims & PSUM_NAMES:
         raise Fail("jaxpr に psum がありません。局所的な和と個数を lax.psum(…, 'x') で足しましょう。")
 
     def make(r):

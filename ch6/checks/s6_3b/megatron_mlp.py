@@ -3,13 +3,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from ...checking import (
+    PSUM_NAMES,
+    Fail,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    jaxpr_primitives,
+    n_devices,
+)
 from ...show import collectives_line
 from .common import (
     AXIS,
     GATHER,
-    PSUM,
-    close_enough,
     collectives_of,
     exercise_rng,
     expect_no_row_loop,
@@ -63,17 +71,17 @@ def check_megatron_mlp(fn):
         raise Fail(f"出力の形が {shape} で、各デバイスの部分積が縦に並んでいます。部分積は psum して out_specs=P() で返します。")
     expect_shape(got, want.shape, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果")
     cols = slice(0, h_per)
-    if n > 1 and (close_enough(got, _relu(pre[:, cols]) @ w2[cols] + b2) or close_enough(got, _relu(pre[:, cols]) @ w2[cols])):
+    if n > 1 and (is_close(got, _relu(pre[:, cols]) @ w2[cols] + b2) or is_close(got, _relu(pre[:, cols]) @ w2[cols])):
         raise Fail("デバイス 0 の部分積だけが返っているので、部分積が足し合わされていません。lax.psum で全デバイス分足しましょう。")
-    if n > 1 and close_enough(got, _relu(pre) @ w2 + n * b2):
+    if n > 1 and is_close(got, _relu(pre) @ w2 + n * b2):
         raise Fail(f"psum の前に b2 を足したので、b2 が {n} 回足されています。b2 は psum の後で 1 回だけ足しましょう。")
-    if close_enough(got, _relu(pre) @ w2) and not close_enough(got, want):
+    if is_close(got, _relu(pre) @ w2) and not is_close(got, want):
         raise Fail("バイアス b2 が足されていません。")
-    if close_enough(got, _relu(x @ w1) @ w2 + b2) and not close_enough(got, want):
+    if is_close(got, _relu(x @ w1) @ w2 + b2) and not is_close(got, want):
         raise Fail("バイアス b1 が足されていません。b1 は w1 の列と同じく分割されているので、各デバイスで ReLU の前に足します。")
-    if close_enough(got, pre @ w2 + b2) and not close_enough(got, want):
+    if is_close(got, pre @ w2 + b2) and not is_close(got, want):
         raise Fail("ReLU が適用されていません。1 層目の出力に jax.nn.relu を適用してから w2 との積を取ります。")
-    if close_enough(got, _relu(pre @ w2 + b2)) or close_enough(got, _relu(pre @ w2) + b2):
+    if is_close(got, _relu(pre @ w2 + b2)) or is_close(got, _relu(pre @ w2) + b2):
         raise Fail("ReLU を psum の後（2 層目の出力）に適用しています。列で分割された 1 層目の出力 h に、通信なしで適用します。")
     expect_close(got, want, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果", rtol=1e-4, atol=1e-4,
                  )
@@ -85,7 +93,7 @@ def check_megatron_mlp(fn):
     if "shard_map" not in prims:
         raise Fail("jaxpr に shard_map がありません。jax.shard_map の中で部分積を作って psum しましょう。")
     forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分割した w1 と行で分割した w2 なら、部分積の psum だけで済みます。")
-    if not prims & PSUM:
+    if not prims & PSUM_NAMES:
         raise Fail("jaxpr に psum がありません。部分積は lax.psum(…, 'x') で足し合わせます。")
     counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) - {"all-reduce"})

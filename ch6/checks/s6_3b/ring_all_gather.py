@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import (
+    PSUM_NAMES,
     Fail,
     LearnerError,
     call,
@@ -11,6 +12,7 @@ from ...checking import (
     expect_close,
     expect_shape,
     f32,
+    is_close,
     jaxpr_primitives,
     n_devices,
     traced_eqns,
@@ -24,9 +26,7 @@ from .common import (
     LOOPS,
     MAXMIN,
     PERMUTE,
-    PSUM,
     SCATTER,
-    close_enough,
     collectives_of,
     exercise_rng,
     forbid,
@@ -60,10 +60,10 @@ def check_ring_all_gather(fn):
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]
     for d in range(n):
-        if close_enough(got[d], x):
+        if is_close(got[d], x):
             continue
         pieces = [got[d][:, j * c:(j + 1) * c] for j in range(n)]
-        owners = [next((k for k, b in enumerate(blocks) if close_enough(p, b)), None) for p in pieces]
+        owners = [next((k for k, b in enumerate(blocks) if is_close(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
             raise Fail(f"デバイス {d} の結果はブロックの並び順が違い、先頭から持ち主 {owners} の順です。"
                        "右隣へ送るリングでは k 回目のシャードの持ち主は (番号 - k) % n なので、その位置に配置しましょう。")
@@ -72,7 +72,7 @@ def check_ring_all_gather(fn):
 
     prims = jaxpr_primitives(g, xs)
     forbid(prims, GATHER, "all_gather を使っています。ppermute で隣から受け取る手順を n - 1 回繰り返しましょう。")
-    used = sorted(prims & (PSUM | SCATTER | ALL_TO_ALL | MAXMIN))
+    used = sorted(prims & (PSUM_NAMES | SCATTER | ALL_TO_ALL | MAXMIN))
     if used:
         raise Fail(f"ppermute 以外の集団通信（{', '.join(used)}）を使っています。リング all-gather は ppermute だけで作ります。")
     if n > 1 and not prims & PERMUTE:
@@ -103,7 +103,7 @@ def _expect_axis_size(fn, n, r, c, rng) -> None:
     x = f32(rng.normal(size=(r, a * c)))
     try:
         got = np.asarray(call(wrap(fn, mesh, P(None, AXIS), None, stack=True), put(mesh, x, P(None, AXIS))))
-        right = got.shape == (a, r, a * c) and all(close_enough(got[d], x) for d in range(a))
+        right = got.shape == (a, r, a * c) and all(is_close(got[d], x) for d in range(a))
     except (LearnerError, TypeError, ValueError):
         right = False
     if not right:

@@ -3,14 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from ...checking import (
+    PSUM_NAMES,
+    Fail,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    jaxpr_primitives,
+    n_devices,
+)
 from ...show import collectives_line
 from .common import (
     AXIS,
     GATHER,
-    PSUM,
     SCATTER,
-    close_enough,
     collectives_of,
     exercise_rng,
     forbid,
@@ -44,18 +52,18 @@ def check_rs_matmul_bias(fn):
         raise Fail(f"出力の形が {shape} で、行（0 軸）で分割されています。特徴（1 軸）で分割するので scatter_dimension=1 です。")
     expect_shape(got, want.shape, "rs_matmul_bias の結果（全体）",
                  f"各デバイスは ({rows}, {f_per}) の列のシャードを返します。")
-    if n > 1 and close_enough(got, x @ w + n * b):
+    if n > 1 and is_close(got, x @ w + n * b):
         raise Fail(f"通信の前の部分積に b を足したので、バイアスが {n} 回足されています。b は通信の後で足しましょう。")
-    if n > 1 and close_enough(got, x @ w + np.tile(b[:f_per], n)):
+    if n > 1 and is_close(got, x @ w + np.tile(b[:f_per], n)):
         raise Fail("どのデバイスも b の先頭の部分を足しています。そのデバイスの列の部分を lax.axis_index('x') から切り出しましょう。")
-    if close_enough(got, x @ w) and not close_enough(got, want):
+    if is_close(got, x @ w) and not is_close(got, want):
         raise Fail("バイアス b が足されていません。")
     expect_close(got, want, "rs_matmul_bias の結果", rtol=1e-4, atol=1e-4,
                  )
 
     prims = jaxpr_primitives(g, *args)
     forbid(prims, GATHER, "all_gather を使っています。何も集めずに、部分積の reduce-scatter だけで作れます。")
-    forbid(prims, PSUM, "psum で全体を足してから切り出したので、通信量が reduce-scatter の倍ほどです。lax.psum_scatter を使いましょう。")
+    forbid(prims, PSUM_NAMES, "psum で全体を足してから切り出したので、通信量が reduce-scatter の倍ほどです。lax.psum_scatter を使いましょう。")
     if not prims & SCATTER:
         raise Fail("jaxpr に reduce_scatter がありません。部分積は lax.psum_scatter(…, 'x', tiled=True) で足して配ります。")
     counts = collectives_of(g, *args) if n > 1 else {}

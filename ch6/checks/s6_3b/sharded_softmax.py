@@ -3,14 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, exercise, expect_close, expect_shape, f32, jaxpr_primitives, n_devices
+from ...checking import (
+    PSUM_NAMES,
+    Fail,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    jaxpr_primitives,
+    n_devices,
+)
 from .common import (
     ALL_TO_ALL,
     AXIS,
     GATHER,
     MAXMIN,
-    PSUM,
-    close_enough,
     collectives_of,
     exercise_rng,
     expect_no_row_loop,
@@ -71,11 +79,11 @@ def check_sharded_softmax(fn):
         raise Fail("入力が 100 前後なので exp があふれ、NaN か inf が出ました。先に全体の最大値（lax.pmax(…, 'x')）を引きましょう。")
     blocks = [slice(j * f, (j + 1) * f) for j in range(n)]
     local = np.concatenate([_softmax(x[:, b]) for b in blocks], axis=1)
-    if n > 1 and close_enough(g_np, local):
+    if n > 1 and is_close(g_np, local):
         raise Fail("ブロックごとに和が 1 なので、各デバイスの中だけで正規化しています。分母の exp の和は lax.psum で足します。")
     if n > 1:
         shifted = np.concatenate([np.exp(x[:, b] - x[:, b].max(1, keepdims=True)) for b in blocks], axis=1)
-        if close_enough(g_np, shifted / shifted.sum(1, keepdims=True)):
+        if is_close(g_np, shifted / shifted.sum(1, keepdims=True)):
             raise Fail("引いている最大値がデバイスごとに違います。lax.pmax(…, 'x') で全体の最大値にそろえましょう。")
     expect_close(got, want, "sharded_softmax の結果", rtol=1e-4, atol=1e-6,
                  )
@@ -92,7 +100,7 @@ def check_sharded_softmax(fn):
     # 行ごとに高さの違う入力: すべての行をまとめた最大値を引くと、低い行の exp が 0 になって 0 / 0 になる
     xo = f32(_offset_rows(exercise_rng(34), n, rows, f))
     go = np.asarray(run_learner(g, put(mesh, xo, P(None, AXIS))), np.float64)
-    if not np.all(np.isfinite(go)) or not close_enough(go, _softmax(xo)):
+    if not np.all(np.isfinite(go)) or not is_close(go, _softmax(xo)):
         if not np.all(np.isfinite(go)):
             raise Fail("行ごとに高さの違う入力で NaN か inf が出たので、全行をまとめた最大値を引いて低い行が 0 / 0 です。"
                        "最大値は行ごとに（axis=1）取りましょう。")
@@ -106,7 +114,7 @@ def check_sharded_softmax(fn):
             "all_gather で特徴そのものを集めています。最大値と和だけを pmax / psum すれば、特徴は送らずに済みます。",
             "最大値か和を all_gather で集めています。最大値は lax.pmax、和は lax.psum で 1 回で全デバイスにそろいます。"))
     forbid(prims, ALL_TO_ALL, "all_to_all でデータを並べ替えています。統計量だけを pmax / psum しましょう。")
-    if not prims & PSUM:
+    if not prims & PSUM_NAMES:
         raise Fail("jaxpr に psum がありません。分母（exp の和）は lax.psum(…, 'x') で足します。")
     if not prims & MAXMIN:
         raise Fail("jaxpr に pmax がありません。行全体の最大値は lax.pmax(…, 'x') で作ります。")
