@@ -274,6 +274,23 @@ def _twin(p: Path) -> Path | None:
     return md if p.suffix in (".ipynb", ".md") and md.exists() and p.with_suffix(".ipynb").exists() else None
 
 
+def _generated_from(p: Path) -> Path | None:
+    """exercises/X.ipynb は solutions/X.md（著者が編集するもの）から作られる。その .md（なければ None）。"""
+    md = p.parent.parent / "solutions" / f"{p.stem}.md"
+    return md if p.parent.name == "exercises" and md.exists() else None
+
+
+def _in_source(hit: Hit, source: Path) -> Hit:
+    """生成されたノートブックの当たりを、同じ語と前後の文がある source の行で示す（見つからなければそのまま）。"""
+    text = source.read_text(encoding="utf-8")
+    for m in re.finditer(re.escape(hit.word), text):
+        around = text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ")
+        if hit.around in around:  # ノートブックの前後の文はセルの端で切れるので、.md の前後の文の一部
+            line = text[:m.start()].count("\n") + 1
+            return dataclasses.replace(hit, where=f"{_rel(source)}:{line}（{hit.where}）")
+    return hit
+
+
 def scan_file(p: Path) -> list[Hit]:
     """1 つのファイルを調べる。ノートブックに双子があれば .md と .outputs.txt の行で報告する。"""
     twin = _twin(p)
@@ -284,7 +301,9 @@ def scan_file(p: Path) -> list[Hit]:
             hits += _check(outputs_texts(outs.read_text(encoding="utf-8")), lambda n, dl: f"{_rel(outs)}:{n + dl}")
         return hits
     if p.suffix == ".ipynb":
-        return _check(prose(json.loads(p.read_text(encoding="utf-8"))), lambda c, _: f"{_rel(p)} セル {c}")
+        hits = _check(prose(json.loads(p.read_text(encoding="utf-8"))), lambda c, _: f"{_rel(p)} セル {c}")
+        source = _generated_from(p)
+        return [_in_source(h, source) for h in hits] if source else hits
     text = p.read_text(encoding="utf-8")
     if p.suffix == ".py":
         return _check(_strings(text), lambda n, dl: f"{_rel(p)}:{n + dl}")

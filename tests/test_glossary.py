@@ -88,6 +88,21 @@ def test_a_notebook_with_a_twin_is_reported_by_the_md_line(tmp_path):
     assert where == ["n.md:15 各台", "n.md:15 返り値", "n.md:18 ふつうの", "n.md:8 本文", "n.outputs.txt:4 数字"], where
 
 
+def test_an_exercise_notebook_is_reported_by_the_line_of_the_solution_md_it_is_made_from(tmp_path):
+    """exercises/ は solutions/X.md から作られるので、当たりは著者が直す .md の行で示す（生成された文はセルのまま）。"""
+    import json
+
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "solutions" / "6_1_x.md").write_text("# 見出し\n\n段落\n\n本文はここ\n", encoding="utf-8")
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": s} for s in ("# 見出し", "本文はここ", "ふつうの文")]
+    (tmp_path / "exercises" / "6_1_x.ipynb").write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    hits = glossary.scan_file(tmp_path / "exercises" / "6_1_x.ipynb")
+    where = [(h.where.replace(tmp_path.as_posix() + "/", ""), h.word) for h in hits]
+    assert where == [("solutions/6_1_x.md:5（exercises/6_1_x.ipynb セル 1）", "本文"),
+                     ("exercises/6_1_x.ipynb セル 2", "ふつうの")], where
+
+
 def test_the_cli_scans_a_list_of_files(tmp_path, capsys):
     p = tmp_path / "m.py"
     p.write_text('MSG = "送り元のデバイス"\n', encoding="utf-8")
