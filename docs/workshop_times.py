@@ -1,0 +1,83 @@
+"""ワークショップの手引き（docs/workshop.md）の「時間の目安」の表を、リポジトリのノートブックから数えて作る。
+
+    .venv/bin/python docs/workshop_times.py        # Markdown の表を表示する（何も実行しない。1 秒ほど）
+
+数え方（手引きの「時間の測り方」と同じ）:
+
+- 読む時間: notebooks/ の講義のマークダウンのセルの文字数（コードブロック・URL・HTML のタグ・空白を除く）を
+  READING_CHARS_PER_MIN 字/分で読むとして、コードセルの数 × CODE_CELL_MIN 分（コードと出力を見る）を足す。
+- 演習の時間（見積もり）: solutions/ の解答の行（### BEGIN SOLUTION と ### END SOLUTION の間の、空行と
+  コメントを除いた行）から、1 問につき EXERCISE_BASE_MIN 分 + 1 行 EXERCISE_LINE_MIN 分。
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+READING_CHARS_PER_MIN = 400  # 日本語の技術文を、式やコードと見比べながら読む速さ（字/分）
+CODE_CELL_MIN = 0.5          # コードセル 1 つ: 読んで実行し、出力を確かめる（分）
+EXERCISE_BASE_MIN = 4        # 演習 1 問: 問題文を読み、チェックを実行して 1 行を読む（分）
+EXERCISE_LINE_MIN = 2        # 解答 1 行あたり（分）
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def prose_chars(text: str) -> int:
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"https?://\S+|<[^>]+>|!\[[^\]]*\]\([^)]*\)", "", text)
+    return len(re.sub(r"\s+", "", text))
+
+
+def lesson(path: Path) -> dict:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    src = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]]
+    chars = sum(prose_chars(s) for c, s in zip(nb["cells"], src) if c["cell_type"] == "markdown")
+    code = sum(1 for c in nb["cells"] if c["cell_type"] == "code")
+    return {"chars": chars, "code_cells": code,
+            "read_min": chars / READING_CHARS_PER_MIN + code * CODE_CELL_MIN}
+
+
+def exercises(path: Path) -> dict:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    lines, n, inside = 0, 0, False
+    for c in nb["cells"]:
+        if c["cell_type"] != "code":
+            continue
+        for ln in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines():
+            s = ln.strip()
+            if s.startswith("### BEGIN SOLUTION"):
+                inside, n = True, n + 1
+            elif s.startswith("### END SOLUTION"):
+                inside = False
+            elif inside and s and not s.startswith("#"):
+                lines += 1
+    return {"exercises": n, "solution_lines": lines,
+            "exercise_min": n * EXERCISE_BASE_MIN + lines * EXERCISE_LINE_MIN}
+
+
+def table() -> list[dict]:
+    rows = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb"), key=lambda p: _natural(p.stem)):
+        row = {"notebook": path.stem, **lesson(path)}
+        sol = ROOT / "solutions" / path.name
+        row.update(exercises(sol) if sol.exists() else {"exercises": 0, "solution_lines": 0, "exercise_min": 0})
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| ノートブック | 文章（字） | コードセル | 読む（分） | 演習（問） | 解答（行） | 演習（分、見積もり） |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['notebook']} | {r['chars']:,} | {r['code_cells']} | {round(r['read_min'])} | "
+                   f"{r['exercises']} | {r['solution_lines']} | {r['exercise_min']} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown(table()) + "\n")
