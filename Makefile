@@ -19,7 +19,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: setup lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -55,11 +55,12 @@ lint: $(STAMP)
 sync: $(STAMP)
 	$(BIN)/python tools/twins.py
 
-# 1 冊の手順: make notebook NB=6_2_pmap（揃える・実行・演習と採点データ）、
-# make exercise NB=6_2_pmap（それに用語・ミューテーション・その節のチェックのテスト 1/2/3/8 デバイス）
+# 1 冊の手順（tools/recipe.py）: make notebook NB=6_2_pmap（双子を揃え、前に実行したときから変わったノートブックだけ
+# 実行し直し、演習と採点データを作り直す）、make exercise NB=6_2_pmap（それに ruff・用語・その節のミューテーション・
+# その節のチェックのテスト 1/2/3/8 デバイス・意地悪な値・速い採点と一貫性のテスト）。ALL=1 で変わっていなくても実行し直す
 notebook exercise: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make $@ NB=6_2_pmap"; exit 2; }
-	$(BIN)/python tools/recipe.py $@ $(NB)
+	$(BIN)/python tools/recipe.py $@ $(NB) $(if $(ALL),--all,)
 
 # 奇数を含むデバイス数で: 全ノートブックが最後まで動くこと（出力は比べない）と、チェックの単体テスト
 test-devices: $(STAMP)
@@ -105,6 +106,9 @@ $(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pypr
 	$(NBGRADER_VENV)/bin/python $(PIP) --no-deps -e .
 	@touch $@
 
+# nbgrader の環境（.venv-nbgrader: nbgrader と講座のパッケージ）を作るだけ（先生が nbgrader で採点するとき）
+nbgrader-setup: $(NBGRADER_VENV)/.ch6-installed
+
 test-nbgrader: $(NBGRADER_VENV)/.ch6-installed
 	CH6_NBGRADER=1 $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist tests/grading/test_nbgrader_roundtrip.py
 
@@ -124,7 +128,8 @@ test-site: $(STAMP)
 
 .PHONY: site test-site
 
-# CI が行うこと（.ci/run）: README のテストに加えて、デバイス数・命令セット・最も古い JAX・wheel
+# CI が行うこと（.ci/run と同じ 8 段）: make test、デバイス数（test-devices）、命令セット（test-isa）、最も古い JAX（test-min）、
+# wheel だけ（test-wheel）、古い JAX の Colab（test-stale）、本物の nbgrader（test-nbgrader）、ブラウザでのサイト（test-site）
 ci: test test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
 
 # solutions/ から exercises/ を作り直して実行
