@@ -1,0 +1,52 @@
+"""6.6 の演習チェックで共有する道具: 隠し乱数、メッシュ、spec の読み方。"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, hidden_rng
+
+
+def exercise_rng(tag: int) -> np.random.Generator:
+    """6.6-k の隠し入力の乱数（seed は 66_000 + k）。"""
+    return hidden_rng(66_000 + tag)
+
+
+def shuffled_mesh(rng: np.random.Generator, names: tuple[str, str]):
+    """:func:`ch6.meshes.mesh_2d_shape` の形で、デバイスの並びを入れ替えた 2 次元のメッシュ。"""
+    import jax
+
+    from ... import meshes
+
+    order = rng.permutation(jax.device_count())
+    if jax.device_count() > 1 and (order == np.arange(len(order))).all():
+        order = np.roll(order, 1)   # 既定の並びのメッシュとは必ず違うように
+    devices = [jax.devices()[i] for i in order]
+    return jax.make_mesh(meshes.mesh_2d_shape(), names, devices=devices)
+
+
+def spec_entries(spec) -> tuple:
+    """PartitionSpec を比べやすい形に: 1 要素のタプルは名前に、末尾の None は落とす。"""
+    out = []
+    for e in tuple(getattr(spec, "partitions", spec)):
+        if isinstance(e, (tuple, list)):
+            e = tuple(e)
+            e = None if not e else (e[0] if len(e) == 1 else e)
+        out.append(e)
+    while out and out[-1] is None:
+        out.pop()
+    return tuple(out)
+
+
+def show_spec(entries: tuple) -> str:
+    return "P(" + ", ".join(repr(e) for e in entries) + ")"
+
+
+def as_int(value, what: str, hint: str = "") -> int:
+    """学習者の値を整数として読む（bool、浮動小数、文字列は説明つきで不正解）。"""
+    if isinstance(value, (bool, np.bool_)):
+        raise Fail(f"{what}は整数のはずが、真偽値 {value} でした。{hint}".strip())
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        raise Fail(f"{what}は整数のはずが、浮動小数 {float(value):g} でした。割り算は // で書きます。")
+    raise Fail(f"{what}は整数のはずが、{type(value).__name__} でした。{hint}".strip())

@@ -1,0 +1,157 @@
+"""6.6-2 initialize_kwargs: クラスタの構成から、あるプロセスが jax.distributed.initialize に渡す引数を作る。
+
+約束（問題文）: ``cluster = {"hosts": [...], "devices_per_host": G, "processes_per_host": k, "port": ポート}``。
+コーディネータは hosts の最初のホスト（プロセス 0 が動く）で、全プロセスが同じ "ホスト:ポート" を渡す。
+プロセスの総数は ホスト数 × k、ホスト h（hosts の中の位置）の local_rank j のプロセス番号は h·k + j。
+そのプロセスが使うデバイスは、そのホストの G / k 個のうち [j·G/k, (j + 1)·G/k)。k = 1 なら None（すべて）でもよい。
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+import numpy as np
+
+from ...checking import Fail, call, exercise
+from .common import as_int, exercise_rng
+
+KEYS = ("coordinator_address", "num_processes", "process_id", "local_device_ids")
+
+
+def reference(cluster, host, local_rank):
+    hosts, k = cluster["hosts"], cluster["processes_per_host"]
+    per = cluster["devices_per_host"] // k
+    return {"coordinator_address": f"{hosts[0]}:{cluster['port']}", "num_processes": len(hosts) * k,
+            "process_id": hosts.index(host) * k + local_rank,
+            "local_device_ids": list(range(local_rank * per, (local_rank + 1) * per))}
+
+
+def clusters(rng: np.random.Generator) -> list[dict]:
+    """GPU 1 枚に 1 プロセス、1 プロセスに GPU 複数、ホストに 1 プロセス（TPU と同じ）、奇数のホストとプロセス。"""
+    out = []
+    for prefix, n_hosts, g, k in (("gpu-a", 3, 4, 4), ("node", 2, 8, 2), ("tpu-w", 4, 4, 1), ("gpu-b", 5, 6, 3)):
+        numbers = rng.choice(np.arange(1, 40), size=n_hosts, replace=False)   # 名前の順とは限らない並び
+        out.append({"hosts": [f"{prefix}{int(i):02d}" for i in numbers], "devices_per_host": g,
+                    "processes_per_host": k, "port": int(rng.integers(20_000, 30_000))})
+    return out
+
+
+def _describe(cluster, host, j) -> str:
+    return (f"{host} の local_rank {j}（ホスト {len(cluster['hosts'])} 台、1 台に"
+            f" {cluster['processes_per_host']} プロセス・{cluster['devices_per_host']} デバイス）")
+
+
+def _as_kwargs(out, where: str) -> dict:
+    import jax
+
+    if not isinstance(out, Mapping):
+        raise Fail(f"{where}: 戻り値は引数の名前をキーにした dict のはずが、{type(out).__name__} でした。")
+    params = inspect.signature(jax.distributed.initialize).parameters
+    unknown = [key for key in out if key not in params]
+    if unknown:
+        raise Fail(f"{where}: jax.distributed.initialize に {unknown[0]!r} という引数はありません。"
+                   f"使う名前は {', '.join(KEYS)} です。")
+    return dict(out)
+
+
+def _device_ids(value, where: str, k: int):
+    if value is None:
+        if k == 1:
+            return None
+        raise Fail(f"{where}: local_device_ids が None だと、同じホストの {k} 個のプロセスがどれもすべてのデバイスを使います。"
+                   "そのプロセスが使うデバイスの番号を並べます。")
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return [int(value)]
+    if isinstance(value, (list, tuple, range, np.ndarray)):
+        return sorted(as_int(v, f"{where}: local_device_ids の要素") for v in np.asarray(value).ravel().tolist())
+    raise Fail(f"{where}: local_device_ids はデバイスの番号のリストのはずが、{type(value).__name__} でした。")
+
+
+@exercise("6.6-2", "initialize_kwargs")
+def check_initialize_kwargs(fn):
+    rows = []   # (cluster, host, h, j, where, 学習者の dict)
+    for cluster in clusters(exercise_rng(2)):
+        for h, host in enumerate(cluster["hosts"]):
+            for j in range(cluster["processes_per_host"]):
+                where = _describe(cluster, host, j)
+                got = _as_kwargs(call(fn, {**cluster, "hosts": list(cluster["hosts"])}, host, j), where)
+                missing = [key for key in KEYS[:3] + (KEYS[3:] if cluster["processes_per_host"] > 1 else ())
+                           if key not in got]
+                if missing:
+                    raise Fail(f"{where}: 引数 {missing[0]} がありません。{', '.join(KEYS)} をキーにします。")
+                rows.append((cluster, host, h, j, where, got))
+    for check in (_coordinator, _num_processes, _process_id, _local_devices):
+        for cluster, host, h, j, where, got in rows:
+            check(cluster, host, h, j, where, got)
+    n = sum(len(c["hosts"]) * c["processes_per_host"] for c in clusters(exercise_rng(2)))
+    return f"4 通りのクラスタの {n} 個のプロセスのすべてで、4 つの引数が一致しました。"
+
+
+def _coordinator(cluster, host, h, j, where, got):
+    hosts, port = cluster["hosts"], cluster["port"]
+    want, value = f"{hosts[0]}:{port}", got["coordinator_address"]
+    if value == want:
+        return
+    said = f"{where}: coordinator_address は {want!r} のはずが、{value!r} でした。"
+    if not isinstance(value, str):
+        raise Fail(said + "'ホスト:ポート' の形の文字列にします。")
+    if value == f"{host}:{port}":
+        raise Fail(said + "各プロセスのホストではなく、全プロセスが同じアドレス（最初のホスト、プロセス 0 が動くところ）を渡します。")
+    if value == hosts[0]:
+        raise Fail(said + "ポートが抜けているので、'ホスト:ポート' の形にします。")
+    if value.startswith(("127.0.0.1", "localhost")):
+        raise Fail(said + "ループバックアドレスは同じマシンの中でしか届かないので、ほかのホストからつながりません。")
+    raise Fail(said + "コーディネータは hosts の最初のホストで動き、ポートは cluster['port'] です。")
+
+
+def _num_processes(cluster, host, h, j, where, got):
+    n_hosts, g, k = len(cluster["hosts"]), cluster["devices_per_host"], cluster["processes_per_host"]
+    want = n_hosts * k
+    value = as_int(got["num_processes"], f"{where}: num_processes ")
+    if value == want:
+        return
+    said = f"{where}: num_processes は {want} のはずが、{value} でした。"
+    if value == n_hosts:
+        raise Fail(said + f"ホストの数ではなく、プロセスの数（1 ホストに {k} 個）を数えます。")
+    if value == n_hosts * g:
+        raise Fail(said + f"デバイスの数ではなく、プロセスの数（1 ホストに {k} 個）を数えます。")
+    if value == k:
+        raise Fail(said + "1 ホストのプロセスの数ではなく、全ホストのプロセスを合わせた数を渡します。")
+    raise Fail(said + "プロセスの総数は、ホストの数 × 1 ホストのプロセスの数です。")
+
+
+def _process_id(cluster, host, h, j, where, got):
+    n_hosts, g, k = len(cluster["hosts"]), cluster["devices_per_host"], cluster["processes_per_host"]
+    want = h * k + j
+    value = as_int(got["process_id"], f"{where}: process_id ")
+    if value == want:
+        return
+    said = f"{where}: process_id は {want} のはずが、{value} でした。"
+    if value == j:
+        raise Fail(said + f"local_rank だけでは、ほかのホストのプロセスと番号が重なります（ホスト h は h·{k} から）。")
+    if value == h:
+        raise Fail(said + "ホストの位置だけでは、同じホストのプロセスの番号が重なります（h·k + local_rank にします）。")
+    if value == j * n_hosts + h:
+        raise Fail(said + "番号は先にホストをまたがず、ホストごとに続けて h·k + local_rank と数えます。")
+    if value == h * g + j:
+        raise Fail(said + f"ホストの位置に掛けるのはデバイスの数 {g} ではなく、1 ホストのプロセスの数 {k} です。")
+    if value == want + 1:
+        raise Fail(said + "プロセス番号は 0 から数えます。")
+    raise Fail(said + "hosts の中の位置 h と local_rank から h·k + local_rank と数えます。")
+
+
+def _local_devices(cluster, host, h, j, where, got):
+    g, k = cluster["devices_per_host"], cluster["processes_per_host"]
+    per = g // k
+    want = list(range(j * per, (j + 1) * per))
+    value = _device_ids(got.get("local_device_ids"), where, k)
+    if value is None or value == want:
+        return
+    said = f"{where}: local_device_ids は {want} のはずが、{value} でした。"
+    if per > 1 and value == [j]:
+        raise Fail(said + f"1 プロセスが使うデバイスは {g} / {k} = {per} 個です。")
+    if k > 1 and value == list(range(g)):
+        raise Fail(said + f"ホストのすべてのデバイスを渡すと、同じホストの {k} 個のプロセスが同じデバイスを使います。")
+    if value == [h * k + j] or value == list(range((h * k + j) * per, (h * k + j + 1) * per)):
+        raise Fail(said + f"local_device_ids はそのホストの中の番号（0 から {g - 1}）で、プロセス番号から求めるものではありません。")
+    raise Fail(said + f"local_rank j のプロセスは、そのホストのデバイス j·{per} から {per} 個を使います。")

@@ -1,0 +1,143 @@
+"""6.6-4 rows_to_load: シャーディングとデバイスの持ち主から、あるプロセスが読み込む行（重複なし、昇順）。
+
+約束（問題文）: ``owner[d.id]`` がデバイス d を持つプロセスの番号（このカーネルは 1 プロセスなので
+``d.process_index`` はどのデバイスも 0 で、使えない）。プロセス p が読み込むのは、p のデバイスが持つシャードの行の和集合。
+隠しの場合: デバイスの並びを入れ替えた 2 次元のメッシュ、6 通りの spec（1 本の軸、2 本の軸、複製、列だけの分割）、
+3 通りの持ち主の決め方（メッシュの順に連続、デバイス番号の剰余、2 本目の軸の位置）。
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...checking import Fail, LearnerError, call, exercise
+from .common import as_int, exercise_rng, show_spec, shuffled_mesh, spec_entries
+
+
+def reference(sharding, global_shape, owner, process):
+    rows: set[int] = set()
+    for device, index in sharding.devices_indices_map(tuple(global_shape)).items():
+        if owner[device.id] == process:
+            rows.update(range(*index[0].indices(global_shape[0])[:2]))
+    return sorted(rows)
+
+
+def _divisors(n: int) -> list[int]:
+    """プロセスの数の候補: 1（すべてのデバイスが 1 つのプロセス）、1 より大きい最小の約数、n。"""
+    ds = [d for d in range(2, n + 1) if n % d == 0]
+    return sorted({1, ds[0], ds[-1]}) if ds else [1]
+
+
+def owners(mesh) -> list[tuple[str, dict[int, int]]]:
+    """(説明, {デバイス番号: プロセス番号})。"""
+    flat = list(mesh.devices.flat)
+    n = len(flat)
+    out = []
+    for count in _divisors(n):
+        per = n // count
+        out.append((f"メッシュの順に {per} 個ずつ {count} プロセス", {d.id: i // per for i, d in enumerate(flat)}))
+    count = _divisors(n)[min(1, len(_divisors(n)) - 1)]
+    out.append((f"デバイス番号を {count} で割った余りで {count} プロセス", {d.id: d.id % count for d in flat}))
+    cols = mesh.devices.shape[1]
+    out.append((f"2 本目の軸の位置で {cols} プロセス",
+                {d.id: j for row in mesh.devices for j, d in enumerate(row)}))
+    return out
+
+
+def cases(rng: np.random.Generator):
+    """(sharding, global_shape, 持ち主の説明, owner, プロセスの数)。"""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    a, b = [("x", "y"), ("data", "fsdp"), ("hosts", "chips")][int(rng.integers(3))]
+    mesh = shuffled_mesh(rng, (a, b))
+    n = mesh.devices.size
+    k = int(rng.integers(2, 4))
+    shape = (n * k, n * (k + 1))   # 列の数は行の数と違う（行と列を取り違えると形に出る）
+    specs = [P(a), P(b), P((a, b)), P((b, a)), P(), P(None, a)]
+    out = []
+    for spec in specs:
+        for label, owner in owners(mesh):
+            out.append((NamedSharding(mesh, spec), shape, label, owner, len(set(owner.values()))))
+    return out
+
+
+def ranges_text(rows) -> str:
+    """[0, 1, 2, 5, 6] -> "0:3, 5:7"（行の番号を半開区間の並びで短く）。空なら「なし」。"""
+    rows = sorted(rows)
+    if not rows:
+        return "なし"
+    parts, start, prev = [], rows[0], rows[0]
+    for r in rows[1:] + [None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(f"{start}:{prev + 1}")
+        if r is not None:
+            start = prev = r
+    return ", ".join(parts[:4]) + ("、…" if len(parts) > 4 else "")
+
+
+def _as_rows(got, where: str) -> list[int]:
+    if isinstance(got, (set, frozenset)):
+        got = sorted(got)
+    if isinstance(got, np.ndarray):
+        if got.ndim != 1:
+            raise Fail(f"{where}: 戻り値は行の番号を並べた 1 次元の列のはずが、形 {got.shape} の配列でした。")
+        got = got.tolist()
+    if not isinstance(got, (list, tuple, range)):
+        raise Fail(f"{where}: 戻り値は行の番号のリストのはずが、{type(got).__name__} でした。")
+    return [as_int(v, f"{where}: 行の番号") for v in got]
+
+
+def _answers(fn, sharding, shape, owner, n_proc) -> list[list[int] | None]:
+    """その場合のすべてのプロセスの答え（誤りの形を見分けるため。例外や読めない値は None）。"""
+    out = []
+    for q in range(n_proc):
+        try:
+            out.append(_as_rows(call(fn, sharding, shape, dict(owner), q), ""))
+        except (Fail, LearnerError):
+            out.append(None)
+    return out
+
+
+def _wrong(fn, where, want, got, sharding, shape, owner, process, n_proc) -> Fail:
+    said = f"{where}: 読み込む行は {ranges_text(want)} のはずが、{ranges_text(got)} でした。"
+    everything = list(range(shape[0]))
+    if n_proc > 1 and _answers(fn, sharding, shape, owner, n_proc) == [everything] + [[]] * (n_proc - 1):
+        return Fail(said + "このカーネルでは d.process_index がどのデバイスも 0 なので、持ち主は owner[d.id] で調べます。")
+    if got == everything:
+        return Fail(said + "すべてのデバイスの行ではなく、owner[d.id] == process のデバイスの行だけを集めます。")
+    per = shape[0] // n_proc
+    if got == list(range(process * per, (process + 1) * per)):
+        return Fail(said + "どの行かはシャーディングと持ち主から決まり、プロセスの行が連続するとは限りません。")
+    return Fail(said + "そのプロセスのデバイスが持つシャードの行（index[0]）を、すべて合わせます。")
+
+
+@exercise("6.6-4", "rows_to_load")
+def check_rows_to_load(fn):
+    hidden = cases(exercise_rng(4))
+    for sharding, shape, label, owner, n_proc in hidden:
+        for process in range(n_proc):
+            where = f"{show_spec(spec_entries(sharding.spec))}、形 {shape}、{label}のプロセス {process}"
+            try:
+                out = call(fn, sharding, shape, dict(owner), process)
+            except LearnerError as err:
+                exc = err.exc
+                if isinstance(exc, TypeError) and "NoneType" in str(exc):
+                    raise Fail(f"{where}: 分割しない次元の index は slice(None, None) で、start も stop も None です。"
+                               "index[0].indices(行数) で数の範囲にします。") from None
+                if isinstance(exc, KeyError) and exc.args and not isinstance(exc.args[0], (int, np.integer)):
+                    raise Fail(f"{where}: owner のキーはデバイスの番号（d.id）ですが、{type(exc.args[0]).__name__} で"
+                               "引いています。owner[d.id] と書きます。") from None
+                raise
+            got = _as_rows(out, where)
+            want = reference(sharding, shape, owner, process)
+            if got == want:
+                continue
+            if sorted(set(got)) == want:
+                if len(set(got)) < len(got):
+                    raise Fail(f"{where}: 同じ行が 2 度以上入っています。複製された行は、そのプロセスが 1 度読めば足ります。")
+                raise Fail(f"{where}: 行はそろっていますが、昇順ではありません。sorted(...) で並べます。")
+            raise _wrong(fn, where, want, got, sharding, shape, owner, process, n_proc)
+    n_spec, n_owner = len({s.spec for s, *_ in hidden}), len({label for _, _, label, _, _ in hidden})
+    return f"{n_spec} 通りの spec と {n_owner} 通りの持ち主の決め方で、どのプロセスの行も一致しました。"
