@@ -95,3 +95,89 @@ def test_a_changed_test_cell_is_not_the_course_test_cell():
     assert not edition.is_test_cell(cell)
     plain = nbformat.v4.new_code_cell(edition.test_source("6.1-1", "rbf_features"))
     assert not edition.is_test_cell(plain)  # nbgrader の採点のセルでなければ、学習者のセルとして実行する
+
+
+# ---------------------------------------------------------------- 採点する側（nbgrader なしで確かめられるところ）
+
+def _exercise_notebook(name="6_1_vmap"):
+    return nbformat.read(ROOT / "exercises" / f"{name}.ipynb", as_version=4)
+
+
+def test_grade_cells_are_put_back_after_their_exercise_in_a_notebook_made_from_exercises():
+    nb = _exercise_notebook()
+    restored, had_none = edition.restore_grade_cells(nb, "6_1_vmap")
+    ids = edition.course_notebook("6_1_vmap").ids
+    assert had_none and restored == ids
+    for k, c in enumerate(nb.cells):
+        if edition.test_exercise(c):
+            assert edition.is_test_cell(c) and f'ch6.check("{edition.test_exercise(c)}"' in nb.cells[k - 1].source
+    assert _meta(next(c for c in nb.cells if c.cell_type == "code"))["grade_id"] == "setup"
+    gone = next(c for c in nb.cells if edition.test_exercise(c) == ids[1])
+    nb.cells.remove(gone)
+    assert edition.restore_grade_cells(nb, "6_1_vmap") == ([ids[1]], False)
+
+
+def _executed(nb, lines: dict):
+    """採点のセルに、実行したときの出力（✅ の 1 行か、エラー）を付ける。"""
+    for c in nb.cells:
+        eid = edition.test_exercise(c)
+        if eid in lines:
+            c.outputs = [nbformat.v4.new_output("stream", name="stdout", text=lines[eid] + "\n")]
+        elif eid:
+            c.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=f"⏳ [{eid}] まだ", traceback=[])]
+
+
+def test_guard_zeroes_grade_cells_after_code_that_replaces_the_checks():
+    nb = _exercise_notebook()
+    edition.restore_grade_cells(nb, "6_1_vmap")
+    ids = edition.course_notebook("6_1_vmap").ids
+    setup = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(setup + 1, nbformat.v4.new_code_cell("ch6.run_check = lambda *a, **k: None"))
+    _executed(nb, {i: f"✅ [{i}] 正解です。" for i in ids})
+    said = edition.guard(nb, "6_1_vmap")
+    assert len(said) == 1 and "採点のしくみに触れています" in said[0] and "ch6.run_check" in said[0]
+    for c in nb.cells:
+        if edition.test_exercise(c):
+            assert any(o.output_type == "error" and "0 点" in o.evalue for o in c.outputs)
+
+
+def test_guard_zeroes_a_grade_cell_that_shows_no_result_and_names_an_unreadable_file():
+    nb = _exercise_notebook()
+    edition.restore_grade_cells(nb, "6_1_vmap")
+    ids = edition.course_notebook("6_1_vmap").ids
+    _executed(nb, {ids[0]: f"✅ [{ids[0]}] 正解です。"})
+    silent = next(c for c in nb.cells if edition.test_exercise(c) == ids[1])
+    silent.outputs = []  # 表示もエラーもない（エラーの報告が止められた）
+    assert edition.guard(nb, "6_1_vmap") == []
+    first = next(c for c in nb.cells if edition.test_exercise(c) == ids[0])
+    assert not any(o.output_type == "error" for o in first.outputs)
+    assert "結果の 1 行を表示しませんでした" in silent.outputs[-1].evalue
+    stand_in = edition.unreadable_notebook("6_1_vmap", "ファイルが壊れていて読めません。", "submitted/s/ps1/6_1_vmap.ipynb")
+    edition.restore_grade_cells(stand_in, "6_1_vmap")
+    said = edition.guard(stand_in, "6_1_vmap")
+    assert said and all("submitted/s/ps1/6_1_vmap.ipynb" in c.outputs[0].evalue
+                        for c in stand_in.cells if edition.test_exercise(c))
+
+
+def test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check(tmp_path):
+    """採点のセルの grade() を新しいプロセスで: 正解・関数がない・ch6.run_check の差し替え。"""
+    import subprocess
+    import sys
+
+    script = tmp_path / "k.py"
+    script.write_text(
+        "import jax, ch6\n"
+        "def rbf_features(kernel, x, centers, gammas):\n"
+        "    return jax.vmap(kernel, in_axes=(None, 0, 0))(x, centers, gammas)\n"
+        + "\n".join(f"r{k} = __import__('ch6.grading.nbgrader', fromlist=['grade']).grade({eid!r}, {fn!r})\n"
+                    f"print('R{k}', r{k}.ok, r{k}.line)" for k, (eid, fn) in
+                    enumerate([("6.1-1", "rbf_features"), ("6.1-2", "time_major_apply")]))
+        + "\nfrom types import SimpleNamespace\nch6.run_check = lambda *a, **k: SimpleNamespace(ok=True, line='')\n"
+        "r2 = __import__('ch6.grading.nbgrader', fromlist=['grade']).grade('6.1-1', 'rbf_features')\n"
+        "print('R2', r2.ok, r2.line)\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                       env={"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "PATH": "/usr/bin:/bin"})
+    got = {ln[:2]: ln[3:] for ln in p.stdout.splitlines() if ln[:2] in ("R0", "R1", "R2")}
+    assert got["R0"].startswith("True ✅ [6.1-1]"), p.stdout + p.stderr
+    assert got["R1"].startswith("False ⚠️ [6.1-2] time_major_apply が定義されていません"), p.stdout
+    assert got["R2"].startswith("False ⚠️ [6.1-1]") and "ch6.run_check" in got["R2"] and "0 点" in got["R2"], p.stdout
