@@ -17,10 +17,15 @@ tools/make_exercises.py が作るので双子を持ちません。
 
 どちらが正か: ``--from md`` / ``--from ipynb`` で指定します。指定がなければ、ソースが食い違う対では
 更新時刻が新しいほうを正とします。solutions/ を実行し直したら exercises/ も作り直します。
+
+セルの id: .md から揃えるとき、.ipynb のセルと中身で対応がつくセル（同じ中身、似た中身、その場での書き換え）は
+その id を保ち、新しいセルは新しい id を受け取ります（match_cells）。採点は id で配った演習ノートブックのセルを
+見分けるので、id が別の中身へ移ると、古い版の提出物が改ざんに見えます（tests/tools/test_twins.py が検出します）。
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import struct
 import sys
@@ -144,16 +149,134 @@ def problems(nb_path: Path) -> list[str]:
     return found
 
 
+# セルの id は中身についていく: 採点（ch6/grading/tamper.py）は id と中身で、提出物のセルを配った演習ノート
+# ブックのセルに対応させる。中身が同じか、書き直しても似ている（SIMILAR 以上）セルだけが id を引き継ぎ、
+# 新しいセルは新しい id を受け取る（並びの位置では対応させない: 問を挿入すると後ろのセルの id がずれるため）。
+SIMILAR = 0.6
+# md:myst に書かれないセルのメタデータ（jupytext が .ipynb から引き継ぐもの）
+NOT_IN_MD = ("autoscroll", "collapsed", "scrolled", "trusted", "execution", "ExecuteTime")
+
+
+def similarity(a, b) -> float:
+    """2 つのセルの中身の近さ（0〜1）。種類が違えば 0。"""
+    import difflib
+
+    if a.cell_type != b.cell_type:
+        return 0.0
+    x, y = a.source.strip(), b.source.strip()
+    if x == y:
+        return 1.0
+    m = difflib.SequenceMatcher(None, x, y, autojunk=False)
+    return m.ratio() if m.quick_ratio() >= SIMILAR else 0.0
+
+
+def match_cells(new_cells, old_cells) -> list[int | None]:
+    """new_cells の各セルに、同じ中身（なければ似た中身）の old_cells のセルの番号。なければ None。
+
+    1. 中身が同じセル: まず順番を保つ最長の対応（difflib）、残りは順番によらず（移動したセル）
+    2. 書き直したセル: 残ったセルどうしで、似ている（SIMILAR 以上）組から順に
+    3. その場で書き換えたセル: 対応のついたセルにはさまれた同じ場所で、消えたセルと増えたセルが同じ数・同じ種類
+       のときだけ、順に（問を挿入した場合のように数が違えば、増えたセルは新しい id）"""
+    import difflib
+
+    key = [(c.cell_type, c.source.strip()) for c in new_cells]
+    old_key = [(c.cell_type, c.source.strip()) for c in old_cells]
+    out: list[int | None] = [None] * len(new_cells)
+    sm = difflib.SequenceMatcher(None, old_key, key, autojunk=False)
+    for block in sm.get_matching_blocks():
+        for k in range(block.size):
+            out[block.b + k] = block.a + k
+    free = [j for j in range(len(old_cells)) if j not in set(out)]
+    for i in (i for i, j in enumerate(out) if j is None):
+        j = next((j for j in free if old_key[j] == key[i]), None)
+        if j is not None:
+            out[i] = j
+            free.remove(j)
+    pairs = sorted(((similarity(old_cells[j], new_cells[i]), i, j) for i, o in enumerate(out) if o is None
+                    for j in free), key=lambda t: (-t[0], abs(t[1] - t[2]), t[1]))
+    for score, i, j in pairs:
+        if score >= SIMILAR and out[i] is None and j in free:
+            out[i] = j
+            free.remove(j)
+    i = 0
+    while i < len(out):  # 3. 対応のないセルの連なり new[i:k] と、同じ場所の old の連なり
+        if out[i] is not None:
+            i += 1
+            continue
+        k = next((k for k in range(i, len(out)) if out[k] is not None), len(out))
+        lo = max((j for j in out[:i] if j is not None), default=-1)
+        hi = min((j for j in out[k:] if j is not None), default=len(old_cells))
+        gap = [j for j in free if lo < j < hi]
+        if len(gap) == k - i and gap == list(range(lo + 1, hi)) and \
+                all(old_key[j][0] == key[n][0] for n, j in zip(range(i, k), gap)):
+            out[i:k] = gap
+        i = k
+    return out
+
+
+def moved_ids(old_nb, new_nb) -> list[str]:
+    """id が中身から離れたところの説明（空なら離れていない）。old_nb のセルの id が new_nb で
+
+    - 種類の違うセルに付いている、または
+    - 似ていないセルに付いていて、元の中身は（同じか似た形で）別のセルにある。
+    その場で書き換えたセルが id を保つのはかまいません（元の中身がほかにないとき）。"""
+    old = {c.get("id"): c for c in old_nb.cells if c.get("id")}
+    found = []
+    for n, cell in enumerate(new_nb.cells, 1):
+        before = old.get(cell.get("id"))
+        if before is None:
+            continue
+        here = similarity(before, cell)
+        if before.cell_type != cell.cell_type:
+            why = "another kind of cell"
+        else:
+            if here >= SIMILAR:
+                continue
+            best = max(((similarity(before, c), m) for m, c in enumerate(new_nb.cells, 1) if m != n),
+                       default=(0.0, 0))
+            if best[0] < SIMILAR:
+                continue
+            why = f"its content is now cell {best[1]} (id {new_nb.cells[best[1] - 1].get('id')!r})"
+        found.append(f"cell {n} id {cell.id!r} moved to other content ({why}): "
+                     f"was {before.cell_type} {_snippet(before)!r}, now {cell.cell_type} {_snippet(cell)!r}")
+    return found
+
+
+def _snippet(cell) -> str:
+    line = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
+    return line[:60]
+
+
 def _inputs_from_md(nb_path: Path):
-    """.md のソースと .ipynb の出力を合わせたノートブック（ソースが同じセルは出力を引き継ぐ）。"""
+    """.md のソースと .ipynb の出力を合わせたノートブック。.ipynb のセルと中身で対応がつくセル（match_cells）は
+    その id・出力・md にないメタデータを引き継ぎ、つかないセルは新しい id を受け取る。"""
     import jupytext
     from jupytext.combine import combine_inputs_with_outputs
+    from nbformat.corpus.words import generate_corpus_id
 
     from ch6 import nbrun
 
     new = jupytext.read(md_path(nb_path), fmt=MD_FMT)
-    if nb_path.exists():
-        new = combine_inputs_with_outputs(new, nbrun.read(nb_path), fmt=MD_FMT)
+    if not nb_path.exists():
+        return new
+    old = nbrun.read(nb_path)
+    cells = [copy.deepcopy(c) for c in new.cells]
+    new = combine_inputs_with_outputs(new, old, fmt=MD_FMT)  # ノートブックのメタデータ
+    taken = {c.get("id") for c in old.cells}
+    for cell, j in zip(cells, match_cells(cells, old.cells)):
+        if j is None:
+            while cell.get("id") in taken or not cell.get("id"):
+                cell.id = generate_corpus_id()
+        else:
+            before = old.cells[j]
+            cell.id = before.id
+            cell.metadata = {**{k: v for k, v in before.metadata.items() if k in NOT_IN_MD}, **cell.metadata}
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = copy.deepcopy(before.outputs), before.execution_count
+            if "attachments" in before:  # マークダウンに貼った画像（md には書かれない）
+                cell.attachments = copy.deepcopy(before.attachments)
+        taken.add(cell.id)
+    new.cells = cells
     return new
 
 
