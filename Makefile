@@ -31,9 +31,11 @@ $(STAMP): requirements.txt pyproject.toml
 # 環境（.venv）を作るだけ。ほかには何もしない（作ってあれば何もしない）
 setup: $(STAMP)
 
-# root で動かすとき（コンテナなど）だけ --allow-root を付ける
+# root で動かすとき（コンテナなど）だけ --allow-root を付ける。tools/jupyter/ の設定で、ファイルブラウザには
+# レッスンごとに .ipynb 1 つだけを見せる（MyST の双子 X.md と X.outputs.txt は隠すだけで、開けて、保存で書かれる）
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 # lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
 test: $(STAMP)

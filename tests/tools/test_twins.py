@@ -170,3 +170,33 @@ def test_exercises_carry_the_solutions_cell_ids():
         ex = ROOT / "exercises" / sol.name
         if ex.exists():
             assert [c.id for c in nbrun.read(ex).cells] == [c.id for c in nbrun.read(sol).cells], sol.name
+
+
+# ------------------------------------------------------------------ make lab: レッスンごとに 1 つ（issue 34）
+
+def _lab_contents():
+    """make lab と同じ設定（tools/jupyter/jupyter_server_config.json）で、JupyterLab のファイルブラウザが読む一覧。"""
+    pytest.importorskip("jupyter_server")
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from traitlets.config.loader import JSONFileConfigLoader
+
+    config = JSONFileConfigLoader("jupyter_server_config.json", str(ROOT / "tools" / "jupyter")).load_config()
+    cm = FileContentsManager(root_dir=str(ROOT), config=config)
+    return lambda folder: {m["name"] for m in cm.get(folder, content=True)["content"]}
+
+
+def test_make_lab_uses_the_config():
+    lab = (ROOT / "Makefile").read_text(encoding="utf-8").split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert 'JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter' in lab and "jupyter lab" in lab
+
+
+def test_make_lab_shows_one_entry_per_lesson():
+    listed = _lab_contents()
+    for folder in twins.PAIRED:
+        names = listed(folder)
+        lessons = sorted(p.name for p in (ROOT / folder).glob("*.ipynb"))
+        twins_here = [t.name for p in (ROOT / folder).glob("*.ipynb") for t in (twins.md_path(p), twins.outputs_path(p))]
+        assert set(lessons) <= names, f"{folder}/: a lesson is hidden"
+        assert not names & set(twins_here), f"{folder}/: twins shown: {sorted(names & set(twins_here))}"
+    assert {"README.md", "CONTRIBUTING.md", "notebooks", "exercises"} <= listed(""), "hid more than the twins"
+    assert sorted(listed("exercises")) == sorted(p.name for p in (ROOT / "exercises").glob("*.ipynb"))
