@@ -1,25 +1,44 @@
 #!/usr/bin/env python3
 """著者の手順を 1 つのコマンドにしたもの（Makefile の make notebook / make exercise が呼ぶ）。
 
-    python tools/recipe.py notebook 6_2_pmap   # 双子を揃え、レッスンと解答を実行し直し、演習と採点データを作り直す
-    python tools/recipe.py exercise 6_2_pmap   # 上に加えて、用語の検査、その節のチェックのミューテーション、
-                                               # その節のチェックの単体テスト（デバイス 1, 2, 3, 8）
+    python tools/recipe.py notebook 6_2_pmap   # 双子を揃え、変わったノートブックだけ実行し直し、演習と採点データを作り直す
+    python tools/recipe.py exercise 6_2_pmap   # 上に加えて、提出が判定されるもの: ruff、用語の検査、その節のチェックの
+                                               # ミューテーション、その節のチェックの単体テスト（デバイス 1, 2, 3, 8）、
+                                               # 意地悪な値、速い採点・一貫性のテスト
+    python tools/recipe.py exercise 6_2_pmap --all   # 変わっていなくてもレッスンと解答を実行し直す
 
 NB はノートブックの名前（拡張子なし）。.md と .ipynb のどちらを編集してもかまいません
-（新しいほうを正として揃えます: tools/twins.py）。段ごとの秒数を最後に表にします。
+（新しいほうを正として揃えます: tools/twins.py）。
+
+実行し直すのは、前に実行したときから変わったノートブックだけです: セルのソース（解答はその節のチェック
+``ch6/checks/s6_N/`` と ``ch6/checking.py`` も）が、最後にこの手順で実行したとき（``build/recipe/``）か、
+それがなければ HEAD のものと違うとき。解答だけを直したならレッスンは実行しません。実行し直したノートブックでも、
+ソースが HEAD と同じで ``nbval-ignore-output`` の付いたセル（時間を測るセル）の出力は HEAD のものに戻すので、
+``git status`` には著者が変えたものとその結果だけが出ます。最後に、この手順が著者の変更のほかに変えた
+ファイルがあれば名前を挙げて失敗します。段ごとの秒数を最後に表にします。
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 CHECK_DEVICES = (1, 2, 3, 8)
+STAMPS = ROOT / "build" / "recipe"
+JOBS = os.environ.get("JOBS", "2")
+# 提出が判定される速いテスト（カーネルを起動せず、チェックもコンパイルしない）: 採点、一貫性、双子、公開 API、用語
+FAST_TESTS = ("tests/grading", "tests/test_consistency.py", "tests/tools", "tests/test_public_api.py",
+              "tests/test_glossary.py")
+Step = tuple[str, "list[str] | Callable[[], int]"]
 
 
 def section_of(name: str) -> str:
@@ -30,17 +49,124 @@ def section_of(name: str) -> str:
     return f"s{m.group(1)}_{m.group(2)}"
 
 
-def steps(kind: str, name: str) -> list[tuple[str, list[str]]]:
+def exercise_prefix(name: str) -> str:
+    """"6_1_vmap" -> "6.1-"（"-k 6.1-" は 6.1-1, 6.1-2 … を選び、6.10-1 は選ばない）。"""
+    major, minor = name.split("_")[:2]
+    return f"{major}.{minor}-"
+
+
+# ------------------------------------------------------------------ 何が変わったか
+
+def _git(*args: str) -> str:
+    p = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return p.stdout if p.returncode == 0 else ""
+
+
+def _cell_sources(text: str) -> list:
+    nb = json.loads(text)
+    return [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"],
+             c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
+
+
+def _inputs(nb: Path) -> list[Path]:
+    """nb の出力を決めるファイル: 解答なら、その節のチェックと ch6/checking.py（チェックの言葉が出力に出る）。"""
+    if nb.parent.name != "solutions":
+        return []
+    checks = ROOT / "ch6" / "checks" / section_of(nb.stem)
+    return sorted(checks.glob("*.py")) + [ROOT / "ch6" / "checking.py"]
+
+
+def fingerprint(nb: Path, *, head: bool = False) -> str | None:
+    """nb のソースと、出力を決めるファイルのハッシュ（head=True なら HEAD の版。HEAD になければ None）。"""
+    def read(p: Path) -> str | None:
+        rel = p.relative_to(ROOT).as_posix()
+        if head:
+            return _git("show", f"HEAD:{rel}") or None
+        return p.read_text(encoding="utf-8") if p.exists() else None
+
+    text = read(nb)
+    if text is None:
+        return None
+    h = hashlib.sha256(json.dumps(_cell_sources(text), ensure_ascii=False).encode())
+    for p in _inputs(nb):
+        h.update(p.name.encode() + b"\0" + (read(p) or "").encode())
+    return h.hexdigest()
+
+
+def _stamp(nb: Path) -> Path:
+    return STAMPS / f"{nb.parent.name}.{nb.stem}.sha256"
+
+
+def needs_execution(nb: Path) -> bool:
+    """前に実行したとき（この手順の印、なければ HEAD）からソースか入力が変わったか。"""
+    last = _stamp(nb).read_text().strip() if _stamp(nb).exists() else fingerprint(nb, head=True)
+    return last is None or fingerprint(nb) != last
+
+
+def keep_head_outputs(nb_path: Path) -> int:
+    """nbval-ignore-output のセルで、ソースが HEAD と同じものは HEAD の出力に戻す（戻したセルの数）。"""
+    import nbformat
+
+    from ch6 import nbrun
+
+    text = _git("show", f"HEAD:{nb_path.relative_to(ROOT).as_posix()}")
+    if not text:
+        return 0
+    head = {(c.get("id"), c["source"] if isinstance(c["source"], str) else "".join(c["source"])): c
+            for c in json.loads(text)["cells"] if c["cell_type"] == "code"}
+    nb = nbrun.read(nb_path)
+    kept = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "nbval-ignore-output" not in cell.metadata.get("tags", []):
+            continue
+        old = head.get((cell.get("id"), cell.source))
+        if old is not None and old["outputs"] != json.loads(json.dumps(cell.outputs)):
+            cell.outputs = nbformat.from_dict(old["outputs"])
+            kept += 1
+    if kept:
+        nbrun.write(nb, nb_path)
+    return kept
+
+
+def sync_and_execute(paired: list[Path], force: bool) -> int:
+    """双子を揃え（tools/twins.py）、変わったノートブックだけ実行し直す。解答を実行したら演習と採点データも。"""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import twins
+
+    executed = []
+    for nb in paired:
+        twins.sync(nb)
+        rel = nb.relative_to(ROOT)
+        if not (force or needs_execution(nb)):
+            print(f"{rel}: unchanged since it was last executed, not re-executed", flush=True)
+            continue
+        print(f"{rel}: executed in {twins.execute(nb, 8):.1f} s", flush=True)
+        kept = keep_head_outputs(nb)
+        if kept:
+            twins.write_twins(nb)
+            print(f"{rel}: {kept} nbval-ignore-output cell(s) unchanged in source keep HEAD's outputs")
+        STAMPS.mkdir(parents=True, exist_ok=True)
+        _stamp(nb).write_text(fingerprint(nb) + "\n")
+        executed.append(nb)
+    solutions = [nb for nb in executed if nb.parent.name == "solutions"]
+    if solutions:
+        return subprocess.call([PY, "tools/make_exercises.py", *map(str, solutions)], cwd=ROOT)
+    return 0
+
+
+# ------------------------------------------------------------------ 手順
+
+def steps(kind: str, name: str, force: bool = False) -> list[Step]:
     lesson, solution = ROOT / "notebooks" / f"{name}.ipynb", ROOT / "solutions" / f"{name}.ipynb"
     paired = [p for p in (lesson, solution) if p.exists() or p.with_suffix(".md").exists()]
     if not paired:
         raise SystemExit(f"{name}: neither notebooks/{name}.ipynb nor solutions/{name}.ipynb exists")
-    out = [("sync + execute", [PY, "tools/twins.py", "--execute-all", *map(str, paired)])]
+    out: list[Step] = [("sync + execute what changed", lambda: sync_and_execute(paired, force))]
     if solution in paired:
-        # twins.py は実行した解答から exercises/ と採点データも作り直す
         out.append(("exercises up to date", [PY, "tools/make_exercises.py", "--check"]))
     if kind == "notebook":
         return out
+    out.append(("ruff", [PY, "-m", "ruff", "check", "--quiet", "."]))
     out.append(("glossary scan", [PY, "-m", "ch6.glossary", "--scan", *map(str, paired)]))
     if solution in paired:
         out.append(("mutation", [PY, "tools/mutate.py", str(solution), "--min-score", "0.95"]))
@@ -51,10 +177,23 @@ def steps(kind: str, name: str) -> list[tuple[str, list[str]]]:
                             [PY, "-m", "pytest", "-q", "-p", "no:xdist", "--devices", str(n), str(tests)]))
         else:
             out.append(("check tests", [PY, "-c", f"raise SystemExit('no tests in {tests.relative_to(ROOT)}')"]))
-        # "-k 6.1-" (with the dash) selects 6.1-1, 6.1-2, … and not 6.10-1 (a two-digit section number)
         out.append(("hostile values", [PY, "-m", "pytest", "-q", "-p", "no:xdist",
-                                       "tests/checks/test_hostile.py", "-k", name.split("_")[0] + "." +
-                                       name.split("_")[1] + "-"]))
+                                       "tests/checks/test_hostile.py", "-k", exercise_prefix(name)]))
+    out.append(("grading + consistency tests", [PY, "-m", "pytest", "-q", "-n", JOBS, "-m",
+                                                "not slow and not section", *FAST_TESTS]))
+    return out
+
+
+def changed_files() -> set[str]:
+    """git status の行（作業ツリーで変わったファイル、追跡していないファイル）。"""
+    return {line[3:] for line in _git("status", "--porcelain", "--untracked-files=all").splitlines()}
+
+
+def expected_outputs(name: str) -> set[str]:
+    """この手順が書いてよいファイル: 実行したノートブックとその双子、演習ノートブック、採点データ。"""
+    out = {"ch6/grading/exercises.json", f"exercises/{name}.ipynb"}
+    for folder in ("notebooks", "solutions"):
+        out |= {f"{folder}/{name}{suffix}" for suffix in (".ipynb", ".md", ".outputs.txt")}
     return out
 
 
@@ -62,17 +201,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kind", choices=("notebook", "exercise"))
     ap.add_argument("name", help="例: 6_2_pmap")
+    ap.add_argument("--all", action="store_true", help="変わっていないノートブックも実行し直す")
     args = ap.parse_args(argv)
     name = Path(args.name).stem.removesuffix(".outputs")
+    before = changed_files()
     rows, failed = [], None
-    for label, cmd in steps(args.kind, name):
-        print(f"::: {label}: {' '.join(Path(c).name if c == PY else c for c in cmd)}", flush=True)
+    for label, cmd in steps(args.kind, name, args.all):
+        shown = "(in process)" if callable(cmd) else " ".join(Path(c).name if c == PY else c for c in cmd)
+        print(f"::: {label}: {shown}", flush=True)
         start = time.perf_counter()
-        rc = subprocess.call(cmd, cwd=ROOT)
+        rc = cmd() if callable(cmd) else subprocess.call(cmd, cwd=ROOT)
         rows.append(f"{label:28s} {time.perf_counter() - start:6.1f} s  {'ok' if rc == 0 else 'FAILED'}")
         if rc != 0:
             failed = label
             break
+    stray = sorted(changed_files() - before - expected_outputs(name))
+    if stray and not failed:
+        failed = "git status"
+        rows.append(f"{'git status':28s} {'':6s}    FAILED: changed while the recipe ran, and not by the recipe's "
+                    f"steps' own outputs: {', '.join(stray)} (another process, or a step that left a file behind)")
     print("::: seconds per step")
     print("\n".join(rows))
     if failed:

@@ -1,0 +1,80 @@
+"""tools/recipe.py（make notebook / make exercise）: 何を実行し直すか、何を走らせるか。ノートブックは実行しません。"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import recipe  # noqa: E402
+
+
+def _nb(*sources: str) -> str:
+    cells = [{"cell_type": "code", "id": f"c{k}", "metadata": {}, "source": s, "outputs": [],
+              "execution_count": None} for k, s in enumerate(sources)]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """レッスン・解答・節のチェックを 1 つずつ持つ git リポジトリ（コミット済み）。"""
+    files = {"notebooks/6_1_vmap.ipynb": _nb("x = 1"), "solutions/6_1_vmap.ipynb": _nb("def f(): ..."),
+             "ch6/checks/s6_1/rbf.py": "A = 1\n", "ch6/checking.py": "B = 1\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    monkeypatch.setattr(recipe, "ROOT", tmp_path)
+    monkeypatch.setattr(recipe, "STAMPS", tmp_path / "build" / "recipe")
+    return tmp_path
+
+
+def test_only_what_changed_since_head_is_re_executed(repo):
+    lesson, solution = repo / "notebooks" / "6_1_vmap.ipynb", repo / "solutions" / "6_1_vmap.ipynb"
+    assert not recipe.needs_execution(lesson) and not recipe.needs_execution(solution)
+    solution.write_text(_nb("def f(): return 1"), encoding="utf-8")  # 解答だけを直した
+    assert recipe.needs_execution(solution) and not recipe.needs_execution(lesson)
+
+
+def test_outputs_alone_do_not_count_but_the_sections_checks_do(repo):
+    solution = repo / "solutions" / "6_1_vmap.ipynb"
+    nb = json.loads(solution.read_text(encoding="utf-8"))
+    nb["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "1\n"}]
+    solution.write_text(json.dumps(nb), encoding="utf-8")
+    assert not recipe.needs_execution(solution)
+    (repo / "ch6" / "checks" / "s6_1" / "rbf.py").write_text("A = 2\n", encoding="utf-8")  # チェックの言葉が出力に出る
+    assert recipe.needs_execution(solution)
+    assert not recipe.needs_execution(repo / "notebooks" / "6_1_vmap.ipynb")
+
+
+def test_a_stamp_records_the_last_execution(repo):
+    solution = repo / "solutions" / "6_1_vmap.ipynb"
+    solution.write_text(_nb("def f(): return 2"), encoding="utf-8")
+    assert recipe.needs_execution(solution)
+    recipe.STAMPS.mkdir(parents=True)
+    recipe._stamp(solution).write_text(recipe.fingerprint(solution) + "\n")
+    assert not recipe.needs_execution(solution)
+
+
+def test_exercise_runs_what_a_submission_is_judged_by():
+    labels = [label for label, _ in recipe.steps("exercise", "6_1_vmap")]
+    for want in ("sync + execute what changed", "ruff", "glossary scan", "mutation", "hostile values",
+                 "grading + consistency tests"):
+        assert want in labels, labels
+    assert [f"check tests, {n} device(s)" for n in recipe.CHECK_DEVICES] == [x for x in labels if "device" in x]
+    assert [label for label, _ in recipe.steps("notebook", "6_1_vmap")] == [
+        "sync + execute what changed", "exercises up to date"]
+    assert recipe.exercise_prefix("6_10_inference") == "6.10-" and recipe.exercise_prefix("6_1_vmap") == "6.1-"
+    assert recipe.section_of("6_3a_sharding") == "s6_3a"
+
+
+def test_the_recipe_may_write_only_the_notebook_its_twins_and_the_grading_data():
+    allowed = recipe.expected_outputs("6_2_pmap")
+    assert {"solutions/6_2_pmap.outputs.txt", "notebooks/6_2_pmap.md", "exercises/6_2_pmap.ipynb",
+            "ch6/grading/exercises.json"} <= allowed
+    assert "notebooks/6_1_vmap.ipynb" not in allowed and "tools/mutants_equivalent.txt" not in allowed
