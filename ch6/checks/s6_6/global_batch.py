@@ -2,7 +2,7 @@
 グローバルなバッチ (x, mask) を作る。
 
 約束（問題文）: 行を軸 ``axis`` で分割する（``NamedSharding(mesh, P(axis))``、特徴の軸は分割しない）。
-行数は ``mesh.shape[axis]`` の倍数に切り上げ（デバイスの総数ではない）、足した行は 0、mask は本物の行が 1、
+行数は ``mesh.shape[axis]`` の倍数に切り上げ（デバイスの総数ではない）、足した行は 0、mask は実際の行が 1、
 パディングの行が 0。mask も同じ軸で分割する。チェックは 1 プロセスで呼ぶので、ローカルなデータ = 全データ。
 隠しのメッシュはデバイスの並びを入れ替えた 2 次元のメッシュで、軸の名前も隠し。
 """
@@ -70,7 +70,7 @@ def _placed_pair(fn, mesh, axis, x):
     n_rows = x.shape[0]
     size, other = mesh.shape[axis], _other(mesh, axis)
     rows = multiple_of(size, n_rows)
-    where = f"{n_rows} 行を {axis}（大きさ {size}）で分けるとき"
+    where = f"{n_rows} 行を {axis}（大きさ {size}）で分割するとき"
     try:
         got = call(fn, x.copy(), mesh, axis)
     except LearnerError as err:
@@ -95,7 +95,7 @@ def _placed_pair(fn, mesh, axis, x):
         if sx == ():
             raise Fail(said + f"すべてのデバイスに複製せず、行を軸 {axis} で分割します。")
         if sx == (other,):
-            raise Fail(said + f"行を分けるのは軸 {axis} で、{other} ではありません。")
+            raise Fail(said + f"行を分割するのは軸 {axis} で、{other} ではありません。")
         raise Fail(said + "行だけを分割し、特徴の軸は分割しません。")
     return gx, gm
 
@@ -104,10 +104,10 @@ def _values(gx, gm, mesh, axis, x):
     n_rows = x.shape[0]
     size = mesh.shape[axis]
     rows = multiple_of(size, n_rows)
-    where = f"{n_rows} 行を {axis}（大きさ {size}）で分けるとき"
+    where = f"{n_rows} 行を {axis}（大きさ {size}）で分割するとき"
     values = np.asarray(gx)
     if not np.array_equal(values[:n_rows], x):
-        raise Fail(f"{where}: x の最初の {n_rows} 行が、渡したデータと一致しません。本物の行は順番を変えずに先頭に置きます。")
+        raise Fail(f"{where}: x の最初の {n_rows} 行が、渡したデータと一致しません。実際の行は順番を変えずに先頭に置きます。")
     if not np.all(values[n_rows:] == 0):
         raise Fail(f"{where}: パディングの {rows - n_rows} 行は 0 のはずが、0 でない値がありました。"
                    "np.pad のように 0 の行を足します。")
@@ -134,10 +134,10 @@ def _other(mesh, axis) -> str:
 # 名前を言うパディングの誤り: (パディングした行数の決め方, 説明)。すべての隠しの場合で一致したときだけ、その名前を言う
 _ROW_SLIPS = (
     (lambda mesh, axis, n: multiple_of(mesh.devices.size, n),
-     lambda mesh, axis: (f"パディングはデバイスの総数 {mesh.devices.size} ではなく、行を分ける軸 {axis} の大きさ "
+     lambda mesh, axis: (f"パディングはデバイスの総数 {mesh.devices.size} ではなく、行を分割する軸 {axis} の大きさ "
                          f"{mesh.shape[axis]} の倍数までです。")),
     (lambda mesh, axis, n: multiple_of(mesh.shape[_other(mesh, axis)], n),
-     lambda mesh, axis: f"行を分けるのは軸 {axis} なので、パディングも {axis} の大きさ {mesh.shape[axis]} の倍数までです。"),
+     lambda mesh, axis: f"行を分割するのは軸 {axis} なので、パディングも {axis} の大きさ {mesh.shape[axis]} の倍数までです。"),
     (lambda mesh, axis, n: (n // mesh.shape[axis] + 1) * mesh.shape[axis],
      lambda mesh, axis: "行数が軸の大きさで割り切れるときは、パディングは要りません（0 行）。"),
 )
@@ -160,7 +160,7 @@ def check_global_batch(fn):
     if any(rows[i] != wants[i] for i in seen):
         k = next(i for i in seen if rows[i] != wants[i])
         mesh, axis, x = hidden[k]
-        said = (f"{x.shape[0]} 行を {axis}（大きさ {mesh.shape[axis]}）で分けるとき: x の形は {(wants[k], x.shape[1])} "
+        said = (f"{x.shape[0]} 行を {axis}（大きさ {mesh.shape[axis]}）で分割するとき: x の形は {(wants[k], x.shape[1])} "
                 f"のはずが、{tuple(got[k][0].shape)} でした。")
         for rule, hint in _ROW_SLIPS:
             if all(rows[i] == rule(*hidden[i][:2], hidden[i][2].shape[0]) for i in seen):

@@ -37,8 +37,7 @@ def clusters(rng: np.random.Generator) -> list[dict]:
 
 
 def _describe(cluster, host, j) -> str:
-    return (f"{host} の local_rank {j}（ホスト {len(cluster['hosts'])} 台、1 台に"
-            f" {cluster['processes_per_host']} プロセス・{cluster['devices_per_host']} デバイス）")
+    return f"{host} の local_rank {j}（{len(cluster['hosts'])} 台 × {cluster['processes_per_host']} プロセス）"
 
 
 def _as_kwargs(out, where: str) -> dict:
@@ -49,7 +48,7 @@ def _as_kwargs(out, where: str) -> dict:
     params = inspect.signature(jax.distributed.initialize).parameters
     unknown = [key for key in out if key not in params]
     if unknown:
-        raise Fail(f"{where}: jax.distributed.initialize に {unknown[0]!r} という引数はありません。"
+        raise Fail(f"jax.distributed.initialize に {unknown[0]!r} という引数はありません。"
                    f"使う名前は {', '.join(KEYS)} です。")
     return dict(out)
 
@@ -78,7 +77,7 @@ def check_initialize_kwargs(fn):
                 missing = [key for key in KEYS[:3] + (KEYS[3:] if cluster["processes_per_host"] > 1 else ())
                            if key not in got]
                 if missing:
-                    raise Fail(f"{where}: 引数 {missing[0]} がありません。{', '.join(KEYS)} をキーにします。")
+                    raise Fail(f"{where}: 引数 {missing[0]} がありません。キーは {', '.join(KEYS)} です。")
                 rows.append((cluster, host, h, j, where, got))
     for check in (_coordinator, _num_processes, _process_id, _local_devices):
         for cluster, host, h, j, where, got in rows:
@@ -96,12 +95,12 @@ def _coordinator(cluster, host, h, j, where, got):
     if not isinstance(value, str):
         raise Fail(said + "'ホスト:ポート' の形の文字列にします。")
     if value == f"{host}:{port}":
-        raise Fail(said + "各プロセスのホストではなく、全プロセスが同じアドレス（最初のホスト、プロセス 0 が動くところ）を渡します。")
+        raise Fail(said + "全プロセスが同じアドレス（最初のホスト、プロセス 0 のところ）を渡します。")
     if value == hosts[0]:
         raise Fail(said + "ポートが抜けているので、'ホスト:ポート' の形にします。")
     if value.startswith(("127.0.0.1", "localhost")):
-        raise Fail(said + "ループバックアドレスは同じマシンの中でしか届かないので、ほかのホストからつながりません。")
-    raise Fail(said + "コーディネータは hosts の最初のホストで動き、ポートは cluster['port'] です。")
+        raise Fail(said + "ループバックアドレスには、ほかのホストから届きません。")
+    raise Fail(said + "コーディネータは hosts の最初のホストの cluster['port'] で動きます。")
 
 
 def _num_processes(cluster, host, h, j, where, got):
@@ -151,7 +150,7 @@ def _local_devices(cluster, host, h, j, where, got):
     if per > 1 and value == [j]:
         raise Fail(said + f"1 プロセスが使うデバイスは {g} / {k} = {per} 個です。")
     if k > 1 and value == list(range(g)):
-        raise Fail(said + f"ホストのすべてのデバイスを渡すと、同じホストの {k} 個のプロセスが同じデバイスを使います。")
+        raise Fail(said + f"ホストのすべてを渡すと、同じホストの {k} 個のプロセスが同じデバイスを使います。")
     if value == [h * k + j] or value == list(range((h * k + j) * per, (h * k + j + 1) * per)):
-        raise Fail(said + f"local_device_ids はそのホストの中の番号（0 から {g - 1}）で、プロセス番号から求めるものではありません。")
+        raise Fail(said + f"プロセス番号ではなく、そのホストの中のデバイスの番号（0 から {g - 1}）を渡します。")
     raise Fail(said + f"local_rank j のプロセスは、そのホストのデバイス j·{per} から {per} 個を使います。")

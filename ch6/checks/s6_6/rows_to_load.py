@@ -118,7 +118,7 @@ def check_rows_to_load(fn):
     hidden = cases(exercise_rng(4))
     for sharding, shape, label, owner, n_proc in hidden:
         for process in range(n_proc):
-            where = f"{show_spec(spec_entries(sharding.spec))}、形 {shape}、{label}のプロセス {process}"
+            where = f"{show_spec(spec_entries(sharding.spec))}、{label}のプロセス {process}"
             try:
                 out = call(fn, sharding, shape, dict(owner), process)
             except LearnerError as err:

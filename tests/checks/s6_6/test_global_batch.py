@@ -65,7 +65,7 @@ def test_padding_to_the_device_count_is_named():
     say(EX, batch(lambda n, mesh, axis, other: multiple_of(N, n)), Status.FAIL, f"デバイスの総数 {N}", "倍数まで")
 
 
-@pytest.mark.skipif(not (A > B > 1 and A % B == 0), reason="もう 1 本の軸の倍数が行を分ける軸で割り切れるメッシュでだけ形に出る")
+@pytest.mark.skipif(not (A > B > 1 and A % B == 0), reason="もう 1 本の軸の倍数が行を分割する軸で割り切れるメッシュでだけ形に出る")
 def test_padding_to_the_other_axis_is_named():
     say(EX, batch(lambda n, mesh, axis, other: multiple_of(mesh.shape[other], n)), Status.FAIL, "パディングも")
 

@@ -72,9 +72,9 @@ def test_process_id_mistakes_are_named():
 def test_local_device_mistakes_are_named():
     say(EX, changed(local_device_ids=lambda c, host, h, j, out: [j]), Status.FAIL, "1 プロセスが使うデバイスは")
     say(EX, changed(local_device_ids=lambda c, host, h, j, out: list(range(c["devices_per_host"]))), Status.FAIL,
-        "すべてのデバイスを渡すと")
+        "ホストのすべてを渡すと")
     say(EX, changed(local_device_ids=lambda c, host, h, j, out: [out["process_id"]]), Status.FAIL,
-        "そのホストの中の番号")
+        "ホストの中のデバイスの番号")
     say(EX, changed(local_device_ids=lambda c, host, h, j, out: None), Status.FAIL, "None")
     say(EX, changed(local_device_ids=lambda c, host, h, j, out: [v + 1 for v in out["local_device_ids"]]),
         Status.FAIL, "local_rank j のプロセスは")
