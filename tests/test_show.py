@@ -163,9 +163,19 @@ def test_median_time_separates_the_first_call_and_takes_the_median():
         return x * 2
 
     t = show.median_time(f, jnp.ones(3), repeat=5)
-    first, median = t  # タプルとして分けて受け取れる
+    first, median, best = t  # タプルとして分けて受け取れる
     assert len(calls) == 6  # 1 回目 + 5 回
     assert t.first == first >= 0 and t.median == median >= 0
+    assert 0 <= t.best == best <= t.median  # 最も速い回は中央値以下
+
+
+def test_median_time_best_is_the_fastest_run_and_median_the_middle(monkeypatch):
+    clock = iter([0.0, 9.0,  # 1 回目（コンパイル）: 9 秒
+                  10.0, 10.5, 20.0, 20.1, 30.0, 33.0])  # 3 回: 0.5、0.1、3.0 秒
+    monkeypatch.setattr("time.perf_counter", lambda: next(clock))
+    t = show.median_time(lambda: 1, repeat=3)
+    assert (t.first, t.median) == (9.0, 0.5)
+    assert abs(t.best - 0.1) < 1e-9
 
 
 def test_median_time_waits_for_the_result(monkeypatch):
