@@ -12,33 +12,46 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 from nbtemplate import repo_url  # noqa: E402
 
 project = "JAX 第 6 章ハンズオン"
-author = "JAX 第 6 章ハンズオンの作者"
-copyright = "JAX 第 6 章ハンズオンの作者"
+# 講座を公開している GitHub の組織（リポジトリの住所は tools/nbtemplate.py の 1 か所だけ）
+author = repo_url().rstrip("/").split("/")[-2]
+copyright = author
 language = "ja"
+LICENSE = next((p.name for p in (HERE.parent / n for n in ("LICENSE", "LICENSE.md", "LICENSE.txt")) if p.exists()), None)
 
 extensions = ["myst_nb", "sphinx.ext.githubpages", "course_site"]
 
 # 保存された出力をそのまま使う（ノートブックを実行しない）
 nb_execution_mode = "off"
 nb_merge_streams = True
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
+# 出力の Markdown（6.3b の表など）を GFM で：表が表になる
+nb_render_markdown_format = "gfm"
 
-exclude_patterns = ["_files/**", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_files/**", "_mathjax/**", "**/.ipynb_checkpoints"]
 suppress_warnings: list[str] = []
 
 # 検索：日本語（site/course_site.py の CourseJapanese が用語と API 名をひとまとまりで索引に入れる）
 html_search_language = "ja"
-# 数式は MathML で（MathJax をネットから読み込まない）
-html_math_renderer = "mathml"
+# 数式は MathJax 3 で（pip の sphinx-mathjax-offline のファイルをサイトから配る。ネットから読み込まない）
+html_math_renderer = "mathjax"
+mathjax_path = "mathjax/tex-chtml.js"
+mathjax3_config = {
+    # 右クリックの英語のメニューを出さない。式は列の幅に合わせる（CSS が横にスクロールさせる）
+    "options": {"enableMenu": False},
+    "chtml": {"scale": 1.0, "displayAlign": "center"},
+}
 
 html_theme = "sphinx_book_theme"
 html_title = "JAX 第 6 章ハンズオン"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+html_js_files = ["course.js", "course-search.js"]
 html_favicon = "favicon.svg"
 # 明るい配色から（テーマの JavaScript が「mode が空」とコンソールにエラーを出さないように）
 html_context = {"default_mode": "light"}
 html_copy_source = False
+# テーマの「© Copyright …」は英語なので出さず、フッタ（extra_footer）に日本語で書く
+html_show_copyright = False
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_theme_options = {
@@ -51,4 +64,10 @@ html_theme_options = {
     "navigation_with_keys": False,
     # 検索欄は左の列に 1 つ（上の帯に 2 つ目を出さない）
     "navbar_persistent": [],
+    "extra_footer": (
+        f"<p>© {author}。"
+        f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。'
+        + (f' ライセンス：<a href="{repo_url()}/blob/main/{LICENSE}">{LICENSE}</a>。' if LICENSE else "")
+        + "</p>"
+    ),
 }

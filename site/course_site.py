@@ -4,12 +4,20 @@
   （「## まとめ」は ``sec-summary``、「### 落とし穴：…」は ``sec-2-pitfall``）。作り直しても変わりません。
 - 日本語の検索：索引と検索語を同じ規則で切ります。用語集の語（集団通信、シャーディング…）と API 名
   （shard_map、psum_scatter、all-gather…）はひとまとまりの語として索引に入り、検索語も同じように切ります。
-- 数式：MathML（docutils の変換器）で書き出し、外部の MathJax を読み込みません（オフラインで表示できます）。
+- 検索の同義語：用語集の英語（collective、sharding…）でも、その日本語の用語を使うページが見つかります。
+- 用語集のページの用語ごとのアンカー（#term-collective）、レッスンの中の用語から用語集へのリンク（ページごとに最初の 1 回）。
+- 参照をリンクに：「6.1 の 3 節」→ その節、`exercises/…`・`notebooks/…ipynb` → そのページか GitHub、本文の URL と論文の名前。
+- 図の代替テキスト（build_site.py が保存された出力の図の文字の形から作る _figure_alts.json）と、拡大できる印。
+- わざと起こしたエラー（ch6.show.expect_error の出力）の印（CSS が色と見出しを付ける）。
+- 画面の文字を日本語に：Sphinx とテーマの訳のない文字列（"Link to this heading" など）を日本語で補います。
+- 数式：MathJax 3（pip の sphinx-mathjax-offline が持つもの。build_site.py が作業フォルダに写す）をサイトから配ります。
 """
 from __future__ import annotations
 
 import dataclasses
+import gettext
 import json
+import posixpath
 import re
 from pathlib import Path
 
@@ -36,6 +44,51 @@ def glossary_words() -> list[str]:
             if w and w not in words:
                 words.append(w)
     return words
+
+
+def _english_names(en: str) -> list[str]:
+    """"tensor parallelism (TP)" → ["tensor parallelism", "tp"]、"local / global" → ["local", "global"]。"""
+    names = []
+    for part in re.split(r"\s*/\s*", en):
+        inner = re.findall(r"\(([^)]*)\)", part)
+        outer = re.sub(r"\([^)]*\)", " ", part).strip()
+        for name in [outer, *inner]:
+            name = " ".join(name.lower().split())
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def synonyms() -> dict[str, list[str]]:
+    """日本語の用語（小文字）→ その英語の名前（検索の同義語）。「ローカル／グローバル」は語ごとに対にする。"""
+    out: dict[str, list[str]] = {}
+    for term in glossary_terms():
+        ja = [w.strip() for w in re.split(r"[／/]", term["ja"]) if w.strip()]
+        en = [e for e in re.split(r"\s*/\s*", term["en"]) if e.strip()]
+        pairs = zip(ja, en) if len(ja) == len(en) else [(w, term["en"]) for w in ja]
+        for w, e in pairs:
+            names = [n for n in _english_names(e) if n != w.lower()]
+            if names and not w.isascii():
+                out.setdefault(w.lower(), [])
+                out[w.lower()] += [n for n in names if n not in out[w.lower()]]
+    return out
+
+
+def term_anchor(term: dict) -> str:
+    """用語集のページでの用語の id：英語の名前から（"collective" → term-collective）。"""
+    name = _english_names(term["en"])[0]
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return "term-" + (slug or re.sub(r"[^a-z0-9]+", "-", term["ja"].lower()).strip("-"))
+
+
+def term_anchors() -> dict[str, tuple[str, dict]]:
+    """日本語の用語（「ローカル」「グローバル」は別々に）→ (id, 用語)。"""
+    out = {}
+    for term in glossary_terms():
+        for w in re.split(r"[／/]", term["ja"]):
+            if w.strip():
+                out[w.strip()] = (term_anchor(term), term)
+    return out
 
 
 # ---------------------------------------------------------------- 見出しの id
@@ -148,13 +201,16 @@ class StableHeadingIds(SphinxTransform):
         for depth, section in sections:
             title = next((c for c in section.children if isinstance(c, nodes.title)), None)
             titles.append((depth, title.astext() if title is not None else ""))
-        for (_, section), new in zip(sections, heading_ids(titles)):
+        # MyST のページ間のリンク（[6.1 の 3 節](6_1_vmap.ipynb#sec-3)）が安定した id を引けるように
+        slugs = self.env.metadata[self.env.docname].setdefault("myst_slugs", {})
+        for (depth, section), new, (_, text) in zip(sections, heading_ids(titles), titles):
             if not new or new in section["ids"]:
                 continue
             if new in self.document.ids:  # ほかの要素がすでに使っている
                 continue
             section["ids"].insert(0, new)
             self.document.ids[new] = section
+            slugs.setdefault(new, (depth, new, text))
 
 
 # ---------------------------------------------------------------- 検索
@@ -234,13 +290,20 @@ class CourseJapanese(SearchJapanese):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.protected = protected_words()
-        self.js_splitter_code = JS_SPLITTER.replace("__COURSE_WORDS__", json.dumps(self.protected, ensure_ascii=False))
+        self.synonyms = {ja: [t for name in names for t in query_terms(name, self.protected)]
+                         for ja, names in synonyms().items()}
+        self.js_splitter_code = (JS_SPLITTER
+                                 .replace("__COURSE_WORDS__", json.dumps(self.protected, ensure_ascii=False))
+                                 .replace("__COURSE_SYNONYMS__", json.dumps(synonyms(), ensure_ascii=False)))
 
     def split(self, input: str) -> list[str]:
         low = input.lower()
         words = super().split(input)
         words += query_terms(low, self.protected)
-        words += [w for w in self.protected if w in low]
+        found = [w for w in self.protected if w in low]
+        words += found
+        for w in found:  # 用語集の英語を同義語として（collective で 集団通信 のページが見つかる）
+            words += self.synonyms.get(w, [])
         for m in _KANJI_RUN.finditer(low):
             run = m.group()
             words += [run[a:a + n] for n in (2, 3, 4) for a in range(len(run) - n + 1)]
@@ -249,27 +312,340 @@ class CourseJapanese(SearchJapanese):
         return words
 
 
-# ---------------------------------------------------------------- 数式（MathML）
+# ---------------------------------------------------------------- ページの中身を整える
+
+INTENTIONAL = "（わざと起こしたエラーです）"  # ch6.show.INTENTIONAL（ch6 を読み込まずに済むように写し）
+# 論文の名前 → その論文（本文で最初に出たところをリンクにする）
+PAPERS = {
+    "GPipe": "https://arxiv.org/abs/1811.06965",
+    "PipeDream": "https://arxiv.org/abs/1806.03377",
+    "Megatron-LM": "https://arxiv.org/abs/1909.08053",
+    "リングアテンション": "https://arxiv.org/abs/2310.01889",
+    "Ring Attention": "https://arxiv.org/abs/2310.01889",
+    "Striped Attention": "https://arxiv.org/abs/2311.09431",
+    "ストライプ": "https://arxiv.org/abs/2311.09431",
+    "Ulysses": "https://arxiv.org/abs/2309.14509",
+}
+_URL = re.compile(r"https?://[^\s<>「」（）、。)]*[^\s<>「」（）、。).,:;]")
+_SECTION_REF = re.compile(r"(6\.\d+[a-z]?) の (\d+(?:\.\d+)*) 節")
+_BOX = re.compile(r"[\u2500-\u257f]")  # 罫線の文字（visualize_array_sharding の図など）
+_REPO_PATH = re.compile(r"^(notebooks|exercises|solutions)/[\w.\-]+\.ipynb$")
+# テキストの中をリンクにしない場所
+_SKIP = (nodes.reference, nodes.literal, nodes.literal_block, nodes.title, nodes.term, nodes.raw,
+         nodes.math, nodes.math_block, nodes.image, nodes.target, nodes.rubric)
 
 
-def _mathml(latex: str, block: bool) -> str:
-    from docutils.utils.math import latex2mathml
-
-    return latex2mathml.tex2mathml(latex, as_block=block)
-
-
-def _visit_math(self, node: nodes.Element) -> None:
-    self.body.append(_mathml(node.astext(), block=False))
-    raise nodes.SkipNode
+def _staged(env, name: str):
+    path = Path(env.srcdir) / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def _visit_displaymath(self, node: nodes.Element) -> None:
-    self.body.append(f'<div class="math-block">{_mathml(node.astext(), block=True)}</div>')
-    raise nodes.SkipNode
+def _href(from_doc: str, to_doc: str, anchor: str = "") -> str:
+    rel = posixpath.relpath(to_doc + ".html", posixpath.dirname(from_doc) or ".")
+    return rel + ("#" + anchor if anchor else "")
+
+
+def _is_output(node: nodes.Node) -> bool:
+    """セルの出力の中か（出力の文字はそのままにする）。"""
+    while node is not None:
+        if isinstance(node, nodes.container) and "cell_output" in node.get("classes", []):
+            return True
+        node = node.parent
+    return False
+
+
+def _skipped(node: nodes.Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, _SKIP) or "course-links" in parent.get("classes", []):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _replace_text(text_node: nodes.Text, pattern: re.Pattern, make) -> bool:
+    """text_node の中の pattern に合うところを make(match) の節に置き換える（make が None ならそのまま）。"""
+    value = str(text_node)
+    pieces: list[nodes.Node] = []
+    last = 0
+    for m in pattern.finditer(value):
+        new = make(m)
+        if new is None:
+            continue
+        if m.start() > last:
+            pieces.append(nodes.Text(value[last:m.start()]))
+        pieces.append(new)
+        last = m.end()
+    if not pieces:
+        return False
+    if last < len(value):
+        pieces.append(nodes.Text(value[last:]))
+    text_node.parent.replace(text_node, pieces)
+    return True
+
+
+class CourseLinks(SphinxTransform):
+    """本文の参照をリンクにする：「6.1 の 3 節」、URL、論文の名前、`notebooks/…ipynb` などのパス、用語集の用語。"""
+
+    default_priority = 700
+
+    def apply(self, **kwargs) -> None:
+        docname = self.env.docname
+        lessons = _staged(self.env, "_lessons.json")  # "6.1" → "notebooks/6_1_vmap"
+        ids = _staged(self.env, "_section_ids.json")
+        if not lessons:
+            return
+        from nbtemplate import repo_url
+
+        def section(m: re.Match):
+            doc = lessons.get(m.group(1))
+            anchor = "sec-" + m.group(2).replace(".", "-")
+            if doc is None or anchor not in ids.get(m.group(1), []):
+                return None
+            return nodes.reference(m.group(0), m.group(0), refuri=_href(docname, doc, anchor),
+                                   classes=["course-section-ref"])
+
+        def url(m: re.Match):
+            return nodes.reference(m.group(0), m.group(0), refuri=m.group(0))
+
+        papers_done: set[str] = set()
+        paper_re = re.compile("|".join(re.escape(k) for k in sorted(PAPERS, key=len, reverse=True)))
+
+        def paper(m: re.Match):
+            target = PAPERS[m.group(0)]
+            if target in papers_done:
+                return None
+            papers_done.add(target)
+            return nodes.reference(m.group(0), m.group(0), refuri=target, classes=["course-paper"])
+
+        glossary_done: set[str] = set()
+        anchors = {w: a for w, a in term_anchors().items() if a[1].get("gloss")} if docname.startswith("notebooks/") else {}
+        term_re = re.compile("|".join(re.escape(w) for w in sorted(anchors, key=len, reverse=True))) if anchors else None
+        protected = protected_words()
+
+        def term(m: re.Match):
+            word = m.group(0)
+            anchor, t = anchors[word]
+            if anchor in glossary_done:
+                return None
+            # 検索の語の切り方と同じ境目のときだけ（長い用語の一部はリンクにしない）
+            text = m.string
+            longest = next((w for w in protected if text.lower().startswith(w, m.start())), None)
+            if longest is not None and len(longest) > len(word):
+                return None
+            glossary_done.add(anchor)
+            return nodes.reference(word, word, refuri=_href(docname, "glossary", anchor),
+                                   reftitle=f"{t['ja']}（{t['en']}）：{t['definition']}", classes=["course-term"])
+
+        for text_node in list(self.document.findall(nodes.Text)):
+            if _skipped(text_node) or _is_output(text_node):
+                continue
+            for pattern, make in ((_URL, url), (_SECTION_REF, section), (paper_re, paper)):
+                if _replace_text(text_node, pattern, make):
+                    break
+            else:
+                if term_re is not None:
+                    _replace_text(text_node, term_re, term)
+        # `exercises/6_1_vmap.ipynb` のようなパス → レッスンのページ、または GitHub のファイル
+        for lit in list(self.document.findall(nodes.literal)):
+            text = lit.astext()
+            if not _REPO_PATH.match(text) or isinstance(lit.parent, nodes.reference) or _is_output(lit):
+                continue
+            stem = Path(text).stem
+            if text.startswith("notebooks/") and f"notebooks/{stem}" in lessons.values():
+                uri = _href(docname, f"notebooks/{stem}")
+            else:
+                uri = f"{repo_url()}/blob/main/{text}"
+            ref = nodes.reference("", "", refuri=uri, classes=["course-path"])
+            lit.parent.replace(lit, ref)
+            ref += lit
+
+
+class GlossaryAnchors(SphinxTransform):
+    """用語集のページ：用語ごとに安定した id（#term-collective）。"""
+
+    default_priority = 700
+
+    def apply(self, **kwargs) -> None:
+        if self.env.docname != "glossary":
+            return
+        anchors = term_anchors()
+        for term in self.document.findall(nodes.term):
+            text = term.astext()
+            # 用語の行は「日本語（English）」。日本語の用語そのものに（ ）が入ることもある（テンソル並列（TP））
+            first = max((w for w in anchors if text.startswith(w)), key=len, default=None)
+            if first is not None and anchors[first][0] not in self.document.ids:
+                term["ids"].insert(0, anchors[first][0])
+                self.document.ids[anchors[first][0]] = term
+
+
+class CourseOutputs(SphinxTransform):
+    """セルの出力：図に代替テキストと拡大の印、わざと起こしたエラーの出力に印。"""
+
+    default_priority = 700
+
+    def apply(self, **kwargs) -> None:
+        alts = _staged(self.env, "_figure_alts.json")
+        for image in self.document.findall(nodes.image):
+            stem = Path(image["uri"]).stem
+            if stem in alts:
+                image["alt"] = alts[stem]
+                image["classes"].append("course-figure")
+        for block in self.document.findall(nodes.literal_block):
+            if _is_output(block) and _BOX.search(block.astext()):  # 区切り線の図は折り返さない
+                block["classes"].append("course-diagram")
+            if INTENTIONAL in block.astext() and _is_output(block):
+                block["classes"].append("course-intentional-error")
+                if isinstance(block.parent, nodes.container):
+                    block.parent["classes"].append("course-has-intentional-error")
+
+
+# ---------------------------------------------------------------- 画面の文字（日本語）
+
+# Sphinx・pydata-sphinx-theme・sphinx-book-theme の日本語の訳にない（または空の）文字列
+UI_JA = {
+    "Link to this heading": "この見出しへのリンク",
+    "Link to this definition": "この定義へのリンク",
+    "Link to this code": "このコードへのリンク",
+    "Link to this image": "この図へのリンク",
+    "Link to this table": "この表へのリンク",
+    "System Settings": "システムの設定",
+    "Light": "ライト",
+    "Dark": "ダーク",
+    "Color mode": "配色",
+    "Search": "検索",
+    "Search the docs ...": "サイトを検索…",
+    "Search...": "検索…",
+    "Search Results": "検索結果",
+    "Skip to main content": "本文へ移動",
+    "Back to top": "ページの先頭へ",
+    "Contents": "目次",
+    "Download this page": "このページをダウンロード",
+    "Fullscreen mode": "全画面表示",
+    "Source repository": "ソースのリポジトリ",
+    "repository": "リポジトリ",
+    "open issue": "課題を報告",
+    "Toggle navigation": "ナビゲーションの表示",
+    "Toggle secondary sidebar": "目次の表示",
+    "Toggle primary sidebar": "ナビゲーションの表示",
+    "Site navigation": "サイトのナビゲーション",
+    "Section Navigation": "このページの節",
+    "Section navigation": "このページの節",
+    "On this page": "このページの内容",
+    "Print to PDF": "PDF に印刷",
+    "previous page": "前のページ",
+    "next page": "次のページ",
+    "previous": "前へ",
+    "next": "次へ",
+    "By %(author)s": "作成：%(author)s",
+    "By the %(author)s": "作成：%(author)s",
+    "Last updated on %(last_updated)s.": "最終更新：%(last_updated)s",
+    "Breadcrumb": "現在の位置",
+    "Home": "ホーム",
+    "Index": "索引",
+    "Copyright": "著作権",
+    "© Copyright %(copyright)s.": "© %(copyright)s",
+    "Copyright %(copyright)s": "© %(copyright)s",
+    "Created using %(sphinx_link)s %(sphinx_version)s.": "%(sphinx_link)s %(sphinx_version)s で作りました。",
+    "Built with the %(theme_name)s %(theme_version)s.": "%(theme_name)s %(theme_version)s を使っています。",
+    "Theme by the %(executable_book_project)s": "テーマ：%(executable_book_project)s",
+}
+# ブラウザ（translations.js）で使う文字列：検索の件数など
+UI_JA_JS = {
+    "Search finished, found one page matching the search query.": "検索が終わりました。1 ページが見つかりました。",
+    "Search finished, found ${resultCount} pages matching the search query.":
+        "検索が終わりました。${resultCount} ページが見つかりました。",
+    "Search didn't return any results. Please try again with different keywords.":
+        "見つかりませんでした。別の言葉で検索してください。",
+    "Searching": "検索しています",
+    "Preparing search...": "検索を準備しています…",
+    "Search Results": "検索結果",
+    "Hide Search Matches": "検索語の強調を消す",
+}
+
+
+class _Fallback(gettext.NullTranslations):
+    def gettext(self, message: str) -> str:
+        return UI_JA.get(message, message)
+
+    def ngettext(self, singular: str, plural: str, n: int) -> str:
+        return UI_JA.get(singular if n == 1 else plural, singular if n == 1 else plural)
+
+
+def _install_ui_strings(app) -> None:
+    """Sphinx とテーマの訳の後ろに、訳のない文字列の日本語を足す（訳があるものはそのまま）。"""
+    from sphinx import locale
+
+    for key, translator in list(locale.translators.items()):
+        if key[1] in ("sphinx", "booktheme", "pydata_sphinx_theme") and isinstance(translator, gettext.NullTranslations):
+            if not getattr(translator, "_course_fallback", False):
+                translator.add_fallback(_Fallback())
+                translator._course_fallback = True
+
+
+def _translations_js(app, exception) -> None:
+    """サイトの translations.js の空の訳（検索の件数など）を日本語で埋める。"""
+    if exception is not None or app.builder.format != "html":
+        return
+    path = Path(app.outdir) / "_static" / "translations.js"
+    if not path.exists():
+        return
+    text = path.read_text(encoding="utf-8")
+    m = re.search(r"Documentation\.addTranslations\((\{.*\})\);", text, re.S)
+    data = json.loads(m.group(1))
+    one = "Search finished, found one page matching the search query."
+    many = "Search finished, found ${resultCount} pages matching the search query."
+    # 日本語は単数と複数を分けない（plural_expr が 0）：どの件数でも 1 つ目の形を使う
+    data["messages"][one] = [UI_JA_JS[many]]
+    for key, value in UI_JA_JS.items():
+        if key in (one, many):
+            continue
+        old = data["messages"].get(key)
+        if not old or old == [""] or old == key:
+            data["messages"][key] = value
+    path.write_text("Documentation.addTranslations(" + json.dumps(data, ensure_ascii=False, indent=4) + ");\n",
+                    encoding="utf-8")
+
+
+# テーマのテンプレートに英語のまま書かれている属性（訳の関数を通らない）
+UI_JA_ATTRIBUTES = {
+    'title="Toggle primary sidebar"': 'title="ナビゲーションの表示"',
+    'title="Toggle secondary sidebar"': 'title="目次の表示"',
+    'aria-label="Toggle primary sidebar"': 'aria-label="ナビゲーションの表示"',
+    'aria-label="Toggle secondary sidebar"': 'aria-label="目次の表示"',
+    'aria-label="Main"': 'aria-label="サイトのナビゲーション"',
+    'aria-label="Page"': 'aria-label="このページ"',
+}
+
+
+def _japanese_attributes(app, exception) -> None:
+    """テンプレートに英語のまま書かれた title・aria-label を日本語に（書き出した HTML を直す）。"""
+    if exception is not None or app.builder.format != "html":
+        return
+    for path in Path(app.outdir).rglob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        new = text
+        for old, ja in UI_JA_ATTRIBUTES.items():
+            new = new.replace(old, ja)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+
+
+def _mathjax_static(app, config) -> None:
+    """build_site.py が作業フォルダの _mathjax/ に写した MathJax を、サイトの _static/ に入れる。"""
+    folder = Path(app.srcdir) / "_mathjax"
+    if folder.exists() and str(folder) not in config.html_static_path:
+        config.html_static_path.append(str(folder))
 
 
 def setup(app):
     app.add_search_language(CourseJapanese)
     app.add_transform(StableHeadingIds)
-    app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_displaymath, None))
+    app.add_transform(CourseLinks)
+    app.add_transform(GlossaryAnchors)
+    app.add_transform(CourseOutputs)
+    app.connect("config-inited", _mathjax_static)
+    app.connect("builder-inited", _install_ui_strings)
+    app.connect("build-finished", _translations_js)
+    app.connect("build-finished", _japanese_attributes)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

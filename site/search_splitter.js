@@ -4,6 +4,8 @@
  * ほかは漢字・カタカナの続き（ひらがなと記号で切る）。何も残らなければ空白で切る。
  */
 const COURSE_WORDS = __COURSE_WORDS__;
+// 用語集の日本語の用語 → 英語の名前（検索の同義語。course-search.js が題と節の見出しを比べるのに使う）
+const COURSE_SYNONYMS = __COURSE_SYNONYMS__;
 const COURSE_ASCII = /[a-z0-9_]+(?:[.\-][a-z0-9_]+)*/y;
 
 function courseIsRunChar(ch) {

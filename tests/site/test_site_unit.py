@@ -117,11 +117,13 @@ def test_rewrite_links():
     assert fix("[書き方](CONTRIBUTING.md)", "README.md", pages) == f"[書き方]({repo}/blob/main/CONTRIBUTING.md)"
     assert fix("[演習](../exercises/6_5_summary.ipynb)", "notebooks/6_5_summary.ipynb", pages) == \
         f"[演習]({repo}/blob/main/exercises/6_5_summary.ipynb)"
-    assert fix("[先頭](../README.md#x)", "notebooks/6_1_vmap.ipynb", pages) == "[先頭](../index.md#x)"
+    assert fix("[先頭](../README.md#x)", "notebooks/6_1_vmap.ipynb", pages) == "[先頭](../maintainers.md#x)"
     assert fix("[外](https://jax.dev/)", "README.md", pages) == "[外](https://jax.dev/)"
-    # 出力の Markdown ではページの .html へ
+    # 出力の Markdown ではページの .html へ。「6.1 の 3 節」はその節へ（その id があるときだけ）
     assert fix("[6.1 の 3 節](6_1_vmap.ipynb)", "notebooks/6_5_summary.ipynb", pages, html=True) == \
-        "[6.1 の 3 節](6_1_vmap.html)"
+        "[6.1 の 3 節](6_1_vmap.html#sec-3)"
+    assert fix("[6.1 の 3 節](6_1_vmap.ipynb)", "notebooks/6_5_summary.ipynb", pages) == "[6.1 の 3 節](6_1_vmap.ipynb#sec-3)"
+    assert fix("[6.1 の 99 節](6_1_vmap.ipynb)", "notebooks/6_5_summary.ipynb", pages) == "[6.1 の 99 節](6_1_vmap.ipynb)"
 
 
 def test_stage_takes_only_the_notebooks_with_outputs(tmp_path):
@@ -130,8 +132,10 @@ def test_stage_takes_only_the_notebooks_with_outputs(tmp_path):
     assert lessons, "notebooks/*.ipynb がありません"
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == sorted(p.name for p in lessons)
     md_pages = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.md"))
-    assert md_pages == ["glossary.md", "index.md", "teachers.md"], "MyST の双子（notebooks/X.md）を写してはいけない"
-    assert set(staged) >= {"index.md", "glossary.md", "teachers.md"}
+    docs = [f"docs/{d.name}" for d in build_site.doc_pages()]
+    assert md_pages == sorted(["glossary.md", "index.md", "maintainers.md", "teachers.md", *docs]), \
+        "MyST の双子（notebooks/X.md）を写してはいけない"
+    assert set(staged) >= {"index.md", "glossary.md", "teachers.md", "maintainers.md"}
     # 目次は講座の順
     index = (tmp_path / "index.md").read_text(encoding="utf-8")
     positions = [index.index(f"notebooks/{p.stem}\n") for p in lessons]
@@ -165,7 +169,7 @@ def test_staged_pages_have_local_badges_and_lesson_links(tmp_path):
                 assert out.get("text") == o.get("text")
     teachers = (tmp_path / "teachers.md").read_text(encoding="utf-8")
     assert "{readme-teachers}" not in teachers and "<!-- exercises-table -->" not in teachers
-    assert "index.html#sec-teachers" in teachers
+    assert "maintainers.html#sec-teachers" in teachers
 
 
 def test_identifier_pieces_are_indexed():
@@ -173,3 +177,63 @@ def test_identifier_pieces_are_indexed():
     assert "shard_map" in pieces and "ipynb" in pieces
     assert {"make_jaxpr", "jaxpr", "jax"} <= set(course_site.identifier_pieces("jax.make_jaxpr"))
     assert {"all", "gather"} <= set(course_site.identifier_pieces("all-gather"))
+
+
+# ---------------------------------------------------------------- 用語集・同義語・図・zip
+
+
+def test_glossary_anchors_are_unique_and_english():
+    anchors = [course_site.term_anchor(t) for t in course_site.glossary_terms()]
+    assert len(anchors) == len(set(anchors))
+    assert all(a.startswith("term-") and a.isascii() and len(a) > 5 for a in anchors)
+    assert course_site.term_anchor({"ja": "集団通信", "en": "collective"}) == "term-collective"
+    assert course_site.term_anchor({"ja": "テンソル並列（TP）", "en": "tensor parallelism (TP)"}) == "term-tensor-parallelism"
+
+
+def test_glossary_page_lists_every_term_as_a_definition(tmp_path):
+    text = build_site.glossary_page()
+    assert "|---" not in text, "用語集は表にしない（狭い列に収まらない）"
+    for term in course_site.glossary_terms():
+        assert f"\n{term['ja']}" in text and term["definition"] in text, term["ja"]
+
+
+def test_english_terms_are_search_synonyms():
+    syn = course_site.synonyms()
+    assert syn["集団通信"] == ["collective"]
+    assert syn["ローカル"] == ["local"] and syn["グローバル"] == ["global"]
+    assert "tp" in syn["テンソル並列（tp）"] or "tp" in syn.get("テンソル並列（TP）".lower(), [])
+    lang = course_site.CourseJapanese({})
+    words = set(lang.split("ここで集団通信を使います"))
+    assert "collective" in words
+    assert "__COURSE_SYNONYMS__" not in lang.js_splitter_code
+
+
+def test_figure_alts_come_from_the_stored_text_form():
+    lesson = ROOT / "notebooks" / "6_3b_shard_map.ipynb"
+    alts = build_site.figure_alts(lesson)
+    assert alts and all(a.startswith("図：") and "/" not in a.split("：")[0] for a in alts.values())
+    # X.outputs.txt の図の行（[PNG 幅×高さ sha256:…] <図: …>）と同じ説明
+    twin = next(lesson.parent.rglob("6_3b_shard_map.outputs.txt"), None)
+    if twin is not None:
+        described = {line.split("] ", 1)[1] for line in twin.read_text(encoding="utf-8").splitlines()
+                     if line.startswith("[PNG ")}
+        assert {a.removeprefix("図：") for a in alts.values()} <= {d.removeprefix("<図: ").removesuffix(">") for d in described}
+
+
+def test_archive_is_reproducible(tmp_path):
+    import zipfile
+
+    build_site.write_archive(tmp_path / "a.zip")
+    build_site.write_archive(tmp_path / "b.zip")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    names = zipfile.ZipFile(tmp_path / "a.zip").namelist()
+    assert "ch6-notebooks/notebooks/6_1_vmap.ipynb" in names
+    assert not any("solutions/" in n for n in names)
+
+
+def test_lessons_list_has_titles_prerequisites_and_time():
+    text = build_site.lessons_list()
+    for lesson in build_site.lessons():
+        assert build_site.lesson_title(lesson) in text
+    assert text.count("目安") == len(build_site.lessons())
+    assert "前提：" in text
