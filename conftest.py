@@ -14,13 +14,20 @@ def pytest_addoption(parser):
                      help="number of simulated CPU devices for kernels and tests (default 8)")
 
 
-# make quick が飛ばす遅いテスト（カーネルや複数プロセスを起動する・全変異体を実行する）のモジュール
-SLOW_MODULES = ("test_grade", "test_multihost", "test_mutate")
+# make quick が飛ばす遅いテスト: カーネルやプロセスを起動する、全変異体や全チェックを実行する、モデルを学習する。
+# モジュールごと（SLOW_MODULES）と、速いモジュールの中の 1 つのテストごと（SLOW_TESTS、"モジュール::テスト"）
+SLOW_MODULES = ("test_grade", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
+                "test_env", "test_smoke")
+SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
+              "test_show::test_sharding_text_in_a_kernel_is_one_plain_stream",
+              "test_nbrun::test_execute_runs_top_to_bottom",
+              "test_inkernel::test_prelude_setup_and_checks_survive_a_replaced_ch6",
+              "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.stem in SLOW_MODULES:
+        if item.path.stem in SLOW_MODULES or f"{item.path.stem}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         # tests/checks/s6_N/: 節ごとのチェックの単体テスト（JAX のコンパイルが多い）。make quick は SECTION= の節だけ
         parts = item.path.relative_to(config.rootpath).parts if item.path.is_relative_to(config.rootpath) else ()
