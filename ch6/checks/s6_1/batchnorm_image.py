@@ -67,6 +67,9 @@ def check_batchnorm_image(fn):
     expect_close(got_eps, _bn_np(xs, big_eps), f"eps={big_eps} で呼んだ結果", rtol=1e-3, atol=1e-4,
                  hint="eps は引数の値を使います。")
     prims = jaxpr_primitives(fn, xs[0], axis_env=[("batch", b)])
+    if prims & {"all_gather", "all_gather_invariant"}:
+        raise Fail("平均か分散を all_gather で全画像分集めてから、各画像で平均しています。"
+                   "集めずに lax.pmean(…, 'batch') 1 回でバッチ全体の値にします。")
     if not prims & {"psum", "pmean", "psum_invariant"}:
         raise Fail("1 枚用の関数の中に集団通信（psum / pmean）がありません。バッチ全体の統計は lax.pmean(…, 'batch') で取ります。")
     return f"画像 {b} 枚（分散 ≈ 1e-6 のチャネルを含む）と eps={big_eps} で一致し、統計は集団通信で取っています。"

@@ -89,8 +89,8 @@ def check_standardize_smap(fn):
     prims = {e.primitive.name for e in eqns}
     if not any(MESH_AXIS in m for m in shard_map_axes(eqns)):
         raise Fail("値は合っていますが、jaxpr に軸 'data' の shard_map がありません。pmap の本体を jax.smap で移しましょう。")
-    if "all_gather" in prims:
-        raise Fail("jaxpr に all_gather があります。データ全体を集めずに、列ごとの平均と分散だけを lax.pmean で平均しましょう。")
+    if prims & {"all_gather", "all_gather_invariant"}:  # all_gather(…, to="invarying") は all_gather_invariant
+        raise Fail("jaxpr に all_gather があります。データも統計量も集めずに、列ごとの平均と分散を lax.pmean で平均しましょう。")
     if not prims & PSUM_NAMES:
         raise Fail("jaxpr にデバイス間の平均（pmean）がありません。lax.pmean で全デバイスの統計量を求めます。")
     return f"{n} デバイス × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています。"

@@ -103,6 +103,12 @@ def check_max_dp_chips(fn):
         got.append(int(value))
     want = [reference(hw, t, a, f) for _, hw, t, a, f in todo]
     if got == want:
+        k = next(k for k, c in enumerate(todo) if c[3:] == (1, "book"))  # 既定値 axes=1, form="book" と同じ場面
+        label, hw, tokens = todo[k][:3]
+        default = number(call(fn, hw, tokens), f"{label}で axes と form を省いて返したチップの数")
+        if default != want[k]:
+            raise Fail(f"{label}: axes と form を省いて呼ぶと {default:g} 台で、axes=1, form='book' を渡したときの "
+                       f"{want[k]} 台と違います。関数の定義の既定値は axes=1、form='book' のままにします。")
         return "隠しの TPU と GPU の行の 6 つの場面で、最大のチップの数が一致しました（ちょうどと n = 1 を含みます）。"
     for kind, message in _MISTAKES:
         if got == [wrong(hw, t, a, f, kind) for _, hw, t, a, f in todo]:

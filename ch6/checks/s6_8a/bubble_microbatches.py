@@ -108,6 +108,12 @@ def check_microbatches_for_bubble(fn):
     wants = [smallest_m(*c) for c in cases]
     gots = [_answer(fn, *c) for c in cases]
     if gots == wants:
+        k = next(k for k, c in enumerate(cases) if c[2] == 1)  # 既定値 n_virtual=1 と同じ場面
+        s, target, _ = cases[k]
+        default = _as_int(call(fn, s, target), f"S = {s}、目標 {target}（n_virtual を省いて呼んだ結果）")
+        if default != wants[k]:
+            raise Fail(f"S = {s}、目標 {target} で n_virtual を省いて呼ぶと M = {default} で、n_virtual=1 を渡したときの "
+                       f"{wants[k]} と違います。関数の定義の既定値は n_virtual=1 のままにします。")
         s, target, v = cases[0]
         return f"境目ちょうどの目標を含む {len(cases)} 通りで一致しました（例: S = {s}、目標 {target} → M = {wants[0]}）。"
 

@@ -49,6 +49,17 @@ def test_6_1_6_dropping_eps_is_caught():
     expect("6.1-6", fixed_eps, "fail", "eps=0.5")
 
 
+def test_6_1_6_all_gather_then_mean_is_caught():
+    """回帰（ミューテーションの生き残り）: 平均だけを all_gather + jnp.mean にしても値は同じで、分散の pmean が
+    残るので「集団通信あり」で通っていた。"""
+    def gathered_mean(x, eps=1e-5):
+        mean = jnp.mean(lax.all_gather(jnp.mean(x, axis=(0, 1)), "batch"), axis=0)
+        var = lax.pmean(jnp.mean((x - mean) ** 2, axis=(0, 1)), "batch")
+        return (x - mean) / jnp.sqrt(var + eps)
+
+    expect("6.1-6", gathered_mean, "fail", "all_gather", "lax.pmean(…, 'batch') 1 回")
+
+
 def test_6_1_6_wrong():
     def per_image(x, eps=1e-5):  # 1 枚の中だけの統計（インスタンス正規化）
         return (x - x.mean((0, 1))) / jnp.sqrt(x.var((0, 1)) + eps)

@@ -93,6 +93,21 @@ def std_own_set_mesh(x, eps):
         return std_ref(x, eps)
 
 
+def std_gather_stats(x, eps):
+    # 値は同じ: 平均だけを all_gather（全デバイスで同じ値の型）で集めてから jnp.mean で平均する
+    def body(x, eps):
+        mean = jnp.mean(lax.all_gather(jnp.mean(x, axis=0), "data", to="invarying"), axis=0)
+        var = lax.pmean(jnp.mean((x - mean) ** 2, axis=0), "data")
+        return (x - mean) / jnp.sqrt(var + eps), mean
+    return _smap(body)(x, eps)
+
+
+def test_6_3c_2_gathering_the_statistics_is_caught():
+    """回帰（ミューテーションの生き残り）: 平均を all_gather(…, to="invarying") + jnp.mean で作ると、jaxpr の名前が
+    all_gather_invariant なので、値も pmean（分散）もそろって通っていた。"""
+    expect("6.3c-2", std_gather_stats, "fail", "all_gather", "統計量も集めずに")
+
+
 def test_6_3c_2_wrong():
     if N > 1:
         expect("6.3c-2", std_local, "fail", "各デバイスの中だけ")

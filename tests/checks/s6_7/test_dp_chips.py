@@ -80,3 +80,16 @@ def test_other_wrong_answers():
 def test_not_done_and_learner_error():
     expect("6.7-1", not_done, "not_done", "まだ解答されていません")
     expect("6.7-1", boom, "error", "ZeroDivisionError")
+
+
+def test_a_changed_default_is_caught():
+    """回帰（ミューテーションの生き残り）: チェックはいつも axes と form を渡していたので、定義の既定値を
+    axes=2 や form="step" に変えても通っていた。"""
+    def axes_two(hw, tokens, axes=2, form="book"):
+        return ref(hw, tokens, axes, form)
+
+    def step_form(hw, tokens, axes=1, form="step"):
+        return ref(hw, tokens, axes, form)
+
+    expect("6.7-1", axes_two, "fail", "axes と form を省いて呼ぶ", "既定値は axes=1、form='book'")
+    expect("6.7-1", step_form, "fail", "axes と form を省いて呼ぶ", "既定値は axes=1、form='book'")

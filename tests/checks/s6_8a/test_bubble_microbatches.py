@@ -160,3 +160,12 @@ def test_not_done_and_learner_error():
     expect("6.8a-3", not_done, Status.NOT_DONE)
     expect("6.8a-3", boom, Status.FAIL, "0 による割り算", "分母が 0")
     expect("6.8a-3", lambda *a: [][1], Status.ERROR, "IndexError")
+
+
+def test_a_changed_default_is_caught():
+    """回帰（ミューテーションの生き残り）: チェックはいつも n_virtual を渡していたので、定義の既定値を
+    n_virtual=2 に変えても通っていた。"""
+    def virtual_two(n_stages, target, n_virtual=2):
+        return by_counting(n_stages, target, n_virtual)
+
+    expect("6.8a-3", virtual_two, "fail", "n_virtual を省いて呼ぶ", "既定値は n_virtual=1")
