@@ -27,7 +27,7 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.stem in SLOW_MODULES or f"{item.path.stem}::{item.originalname}" in SLOW_TESTS:
+        if item.path.stem in SLOW_MODULES or f"{item.path.stem}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         # tests/checks/s6_N/: 節ごとのチェックの単体テスト（JAX のコンパイルが多い）。make quick は SECTION= の節だけ
         parts = item.path.relative_to(config.rootpath).parts if item.path.is_relative_to(config.rootpath) else ()
