@@ -61,7 +61,9 @@ const CourseUI = {
     const big = document.createElement("img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
-    big.style.width = Math.round(img.naturalWidth * 2) + "px";
+    // 2 倍に（高解像度で保存された図なら、その解像度のまま）
+    const shown = img.getAttribute("width") ? Number(img.getAttribute("width")) : img.naturalWidth;
+    big.style.width = Math.round(Math.max(img.naturalWidth, shown * 2)) + "px";
     const caption = document.createElement("p");
     caption.textContent = img.alt;
     const close = document.createElement("button");

@@ -91,7 +91,9 @@ LAYOUT_JS = r"""(async () => {
     if (!eq) continue;
     const inner = eq.querySelector("mjx-math") || eq;
     const wide = inner.getBoundingClientRect().width > box.clientWidth + 1;
-    const stray = box.scrollHeight > box.clientHeight + 1 || (!wide && box.scrollWidth > box.clientWidth + 1);
+    // 余計なスクロールバー：縦にあふれる、または広くない式なのに横のスクロールバー（の場所）がある
+    const stray = box.scrollHeight > box.clientHeight + 1
+      || (!wide && (box.scrollWidth > box.clientWidth + 1 || box.offsetHeight - box.clientHeight > 1));
     const outside = box.getBoundingClientRect().right > right + 1;
     if (outside || stray || (wide && doc.clientWidth >= 1000)) out.math_overflow.push(
       `${Math.round(inner.getBoundingClientRect().width)} px in ${box.clientWidth} px${stray ? " (scrollbar)" : ""}: ${eq.getAttribute("aria-label") || short(box)}`);
@@ -210,8 +212,12 @@ def site(tmp_path_factory, browser):
             if rel in lessons:
                 page.send("Runtime.evaluate", expression="window.scrollTo(0, 0)")
                 page.screenshot(SCREENSHOTS / "lessons" / (Path(rel).stem + ".png"))
-            if rel == "index.html":
+            if rel == "index.html":  # 最初のページは、レッスンの一覧まで見える高さで
+                page.set_viewport(1280, 2000)
+                page.send("Runtime.evaluate", expression="window.scrollTo(0, 0)")
+                page.settle(0.3)
                 page.screenshot(SCREENSHOTS / "landing.png")
+                page.set_viewport(1280, 900)
             if rel == "glossary.html":
                 page.screenshot(SCREENSHOTS / "glossary.png")
             if rel == SHOWCASE:

@@ -212,12 +212,13 @@ def test_figure_alts_come_from_the_stored_text_form():
     lesson = ROOT / "notebooks" / "6_3b_shard_map.ipynb"
     alts = build_site.figure_alts(lesson)
     assert alts and all(a.startswith("図：") and "/" not in a.split("：")[0] for a in alts.values())
-    # X.outputs.txt の図の行（[PNG 幅×高さ sha256:…] <図: …>）と同じ説明
-    twin = next(lesson.parent.rglob("6_3b_shard_map.outputs.txt"), None)
-    if twin is not None:
-        described = {line.split("] ", 1)[1] for line in twin.read_text(encoding="utf-8").splitlines()
-                     if line.startswith("[PNG ")}
-        assert {a.removeprefix("図：") for a in alts.values()} <= {d.removeprefix("<図: ").removesuffix(">") for d in described}
+    # 出力の双子 X.outputs.txt（置き場所は tools/twins.py が決める）の図の行（[PNG 幅×高さ sha256:…] <図: …>）と同じ説明
+    import twins
+
+    twin = twins.outputs_path(lesson)
+    described = {line.split("] ", 1)[1] for line in twin.read_text(encoding="utf-8").splitlines()
+                 if line.startswith("[PNG ")}
+    assert {a.removeprefix("図：") for a in alts.values()} == {d.removeprefix("<図: ").removesuffix(">") for d in described}
 
 
 def test_archive_is_reproducible(tmp_path):
