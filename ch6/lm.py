@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 __all__ = ["Config", "LOGICAL_AXES", "MESH_AXES", "RULES", "init_params", "logical_axes", "forward", "loss",
@@ -89,25 +90,39 @@ def _shapes(config: Config) -> dict:
 def init_params(config: Config, key):
     """(params, axes) を返します。params は float32 の配列の木、axes は :func:`logical_axes`。
 
-    正規化のスケールは 1、ほかは標準偏差 ``init_scale`` の正規分布（出力側の射影は層の数で小さくする）。"""
+    正規化のスケールは 1、ほかは標準偏差 ``init_scale`` の正規分布（出力側の射影は層の数で小さくする）。
+    乱数は全部の重みの分を 1 回で引いてから切り分けます（葉ごとに引くと、葉の数だけ乱数の生成のコードが
+    コンパイルされ、CPU では数秒かかるからです）。全体を 1 つの ``jit`` にしてあるので、``jit`` の外で呼んでも
+    コンパイルは 1 回です。"""
+    return _init_values()(config, key), logical_axes(config)
+
+
+@functools.cache
+def _init_values():
     import jax
     import jax.numpy as jnp
 
-    shapes = _shapes(config)
-    leaves, tree = jax.tree.flatten(shapes, is_leaf=lambda s: isinstance(s, tuple))
-    paths = [jax.tree_util.keystr(p) for p, _ in
-             jax.tree_util.tree_flatten_with_path(shapes, is_leaf=lambda s: isinstance(s, tuple))[0]]
-    keys = jax.random.split(key, len(leaves))
-    out = []
-    for k, shape, path in zip(keys, leaves, paths):
-        if "ln" in path:
-            out.append(jnp.ones(shape, jnp.float32))
-            continue
-        scale = config.init_scale
-        if "wo" in path or "w_out" in path:
-            scale = scale / math.sqrt(2 * config.n_layers)
-        out.append(scale * jax.random.normal(k, shape, jnp.float32))
-    return jax.tree.unflatten(tree, out), logical_axes(config)
+    def values(config: Config, key):
+        shapes = _shapes(config)
+        leaves, tree = jax.tree.flatten(shapes, is_leaf=lambda s: isinstance(s, tuple))
+        paths = [jax.tree_util.keystr(p) for p, _ in
+                 jax.tree_util.tree_flatten_with_path(shapes, is_leaf=lambda s: isinstance(s, tuple))[0]]
+        drawn = [math.prod(shape) for shape, path in zip(leaves, paths) if "ln" not in path]
+        noise = jax.random.normal(key, (sum(drawn),), jnp.float32)
+        out, start = [], 0
+        for shape, path in zip(leaves, paths):
+            if "ln" in path:
+                out.append(jnp.ones(shape, jnp.float32))
+                continue
+            scale = config.init_scale
+            if "wo" in path or "w_out" in path:
+                scale = scale / math.sqrt(2 * config.n_layers)
+            size = math.prod(shape)
+            out.append(scale * noise[start:start + size].reshape(shape))
+            start += size
+        return jax.tree.unflatten(tree, out)
+
+    return jax.jit(values, static_argnums=0)
 
 
 def _rms_norm(x, scale):

@@ -14,6 +14,8 @@ Orbax（``orbax-checkpoint``）での保存と復元。
 """
 from __future__ import annotations
 
+import functools
+
 from ch6 import lm
 
 __all__ = ["CONFIG", "BATCH", "SEQ", "LEARNING_RATE", "optimizer", "state_shardings", "abstract_state",
@@ -63,7 +65,18 @@ def abstract_state(config: lm.Config, shardings):
 
 
 def init_state(config: lm.Config, key, shardings):
-    """同じ key からは、どのメッシュでも同じ値の状態を、shardings のとおりに配置して作ります。"""
+    """同じ key からは、どのメッシュでも同じ値の状態を、shardings のとおりに配置して作ります。
+
+    各デバイスは自分の分だけを作ります（1 つのデバイスに全体を作ってから配ることはしません）。
+    同じ config と shardings で呼び直すと、コンパイル済みの関数を使い回します。"""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(shardings)
+    return _init_state_fn(config, tuple(leaves), treedef)(key)
+
+
+@functools.cache
+def _init_state_fn(config: lm.Config, sharding_leaves: tuple, treedef):
     import jax
     import jax.numpy as jnp
 
@@ -71,7 +84,7 @@ def init_state(config: lm.Config, key, shardings):
         params, _ = lm.init_params(config, key)
         return {"params": params, "opt_state": optimizer().init(params), "step": jnp.zeros((), jnp.int32)}
 
-    return jax.jit(make, out_shardings=shardings)(key)
+    return jax.jit(make, out_shardings=jax.tree.unflatten(treedef, sharding_leaves))
 
 
 def make_step(config: lm.Config, rules: dict, shardings, batch_sharding):
