@@ -68,12 +68,63 @@ def _cell_sources(text: str) -> list:
              c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
 
 
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(ch6(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
+                     r"|import[ \t]+(ch6(?:\.\w+)*))", re.M)
+# どのノートブックの出力にも効くモジュール（最初のセルの ch6.setup()、表示、チェックの実行）
+_ALWAYS = ("ch6/__init__.py", "ch6/env.py", "ch6/runtime.py", "ch6/show.py", "ch6/_core.py")
+
+
+def _module_files(name: str) -> list[Path]:
+    """ch6.x.y → そのファイル。ch6 の下のパッケージ（ch6.draw、ch6.capstone …）なら、そのフォルダのすべての .py と
+    データのファイル（相対 import や、スクリプトとして起動するファイルも入る）。ch6 そのものは __init__.py だけ。ないものは []。"""
+    base = ROOT.joinpath(*name.split("."))
+    if base.is_dir():
+        top = base == ROOT / "ch6"
+        return sorted(p for p in base.iterdir() if p.is_file() and (
+            p.name == "__init__.py" or p.suffix in (".txt", ".json", ".toml") or (p.suffix == ".py" and not top)))
+    return [base.with_suffix(".py")] if base.with_suffix(".py").exists() else []
+
+
+def _ch6_imports(text: str) -> set[str]:
+    names = set()
+    for m in _IMPORT.finditer(text):
+        if m.group(3):
+            names.add(m.group(3))
+            continue
+        names.add(m.group(1))
+        for item in m.group(2).replace("(", " ").replace(")", " ").split(","):
+            word = item.split(" as ")[0].strip()
+            if word:
+                names.add(f"{m.group(1)}.{word}")
+    return names
+
+
+def _library_inputs(sources: str) -> list[Path]:
+    """ノートブックのソースが（直接または間接に）読み込む ch6 のファイル。変わると出力が変わりうる。"""
+    seen: set[Path] = set()
+    todo = sorted(_ch6_imports(sources)) + [p[:-3].replace("/", ".") for p in _ALWAYS]
+    while todo:
+        for f in _module_files(todo.pop()):
+            if f in seen:
+                continue
+            seen.add(f)
+            if f.suffix == ".py":
+                todo.extend(sorted(_ch6_imports(f.read_text(encoding="utf-8"))))
+                if f.parent != ROOT / "ch6":  # パッケージの中のファイル: そのパッケージ全体
+                    todo.append(f.parent.relative_to(ROOT).as_posix().replace("/", "."))
+    return sorted(seen)
+
+
 def _inputs(nb: Path) -> list[Path]:
-    """nb の出力を決めるファイル: 解答なら、その節のチェックと ch6/checking.py（チェックの言葉が出力に出る）。"""
-    if nb.parent.name != "solutions":
-        return []
-    checks = ROOT / "ch6" / "checks" / section_of(nb.stem)
-    return sorted(checks.glob("*.py")) + [ROOT / "ch6" / "checking.py"]
+    """nb の出力を決めるファイル: ノートブックが読み込む ch6 のモジュール（間接のものも）。
+    解答なら、その節のチェックと ch6/checking.py も（チェックの言葉が出力に出る）。"""
+    text = nb.read_text(encoding="utf-8") if nb.exists() else ""
+    sources = "\n".join(src for _, src, _ in _cell_sources(text)) if text else ""
+    out = _library_inputs(sources)
+    if nb.parent.name == "solutions":
+        checks = ROOT / "ch6" / "checks" / section_of(nb.stem)
+        out += sorted(checks.glob("*.py")) + [ROOT / "ch6" / "checking.py"]
+    return sorted(set(out))
 
 
 def fingerprint(nb: Path, *, head: bool = False) -> str | None:
@@ -89,7 +140,7 @@ def fingerprint(nb: Path, *, head: bool = False) -> str | None:
         return None
     h = hashlib.sha256(json.dumps(_cell_sources(text), ensure_ascii=False).encode())
     for p in _inputs(nb):
-        h.update(p.name.encode() + b"\0" + (read(p) or "").encode())
+        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + (read(p) or "").encode())
     return h.hexdigest()
 
 

@@ -52,6 +52,26 @@ def test_outputs_alone_do_not_count_but_the_sections_checks_do(repo):
     assert not recipe.needs_execution(repo / "notebooks" / "6_1_vmap.ipynb")
 
 
+def test_a_change_in_a_library_module_the_notebook_imports_re_executes_it(repo):
+    """ch6/lm.py を直すと、それを（直接または ch6.capstone 経由で）読み込むノートブックだけが実行し直しになる。"""
+    files = {"ch6/lm.py": "A = 1\n", "ch6/capstone/__init__.py": "",
+             "ch6/capstone/train.py": "from ch6 import lm\n", "ch6/capstone/worker.py": "W = 1\n",
+             "notebooks/6_9a_train.ipynb": _nb("import ch6\nfrom ch6.capstone import (\n    train)"),
+             "notebooks/6_1_vmap.ipynb": _nb("import ch6\nx = 1")}
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, encoding="utf-8")
+    capstone, other = repo / "notebooks" / "6_9a_train.ipynb", repo / "notebooks" / "6_1_vmap.ipynb"
+    inputs = {p.relative_to(repo).as_posix() for p in recipe._inputs(capstone)}
+    assert {"ch6/capstone/train.py", "ch6/lm.py", "ch6/capstone/worker.py"} <= inputs  # 間接の import、同じパッケージ
+    recipe.STAMPS.mkdir(parents=True)
+    for nb in (capstone, other):
+        recipe._stamp(nb).write_text(recipe.fingerprint(nb) + "\n")
+    assert not recipe.needs_execution(capstone) and not recipe.needs_execution(other)
+    (repo / "ch6" / "lm.py").write_text("A = 2\n", encoding="utf-8")  # 初期値を変えた
+    assert recipe.needs_execution(capstone) and not recipe.needs_execution(other)
+
+
 def test_a_stamp_records_the_last_execution(repo):
     solution = repo / "solutions" / "6_1_vmap.ipynb"
     solution.write_text(_nb("def f(): return 2"), encoding="utf-8")
