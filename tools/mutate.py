@@ -2,33 +2,25 @@
 """チェックのミューテーションテスト: 解答例を少しずつ壊した「変異体」を作り、チェックが見抜くかを数える。
 
 solutions/ の各ノートブックのコードセルを 1 つの名前空間で上から実行し（``ch6.check`` は何もしない）、
-``### BEGIN SOLUTION`` の入ったセルごとに、解答ブロックの中だけを次の規則で 1 か所ずつ変えます。
+``### BEGIN SOLUTION`` の入ったセルごとに、解答ブロックの中（と、解答を持つ関数の引数の既定値）を
+変異の演算子（``OPERATORS``）で 1 か所ずつ変えます。演算子の一覧は ``python tools/mutate.py --operators``。
+演算子は 2 種類です。
 
-- vmap / pmap の ``in_axes`` / ``out_axes`` の入れ替えと書き換え
-- 集団演算を別のものに（psum / pmean / pmax / psum_scatter / all_gather）
-- 割り算を消す、小さな定数（eps など）の足し算を消す
-- ``jax.vmap`` をバッチの Python ループに置き換える
-- ppermute の向き（+ と -）を逆にする、1 つ余分にずらす、``axis_index`` を 0 にする、条件（== / !=）を逆にする
-- ``P(...)`` の名前を別の位置へ動かす・None にする・``P()``（複製）にする
-- ``jax.jit(f)`` を呼ぶたびに作り直す、``@jax.jit`` を外す
-- 返すタプルの順番を入れ替える、選択肢の答え（文字列）を別の選択肢に
-- 講座で教えることに合わせた規則:
-  - ``range(...)`` の端と、整数の添字（``shape[0]`` など）を 1 つずらす（off-by-one）
-  - 切り詰めの境目: ``minimum`` と ``maximum`` の入れ替え、定数の境目を外す、``clip`` の上限・下限を外す、
-    ``floor`` と ``ceil`` の入れ替え
-  - 縮約などの ``axis=``（と ``scatter_dimension=``）を 1 つずらす・外す、軸のタプルから 1 つ落とす、``keepdims`` を外す
-  - ``bins=`` / ``length=`` / ``size=`` など大きさの引数を 1 つずらす
-  - ``all_gather`` / ``psum_scatter`` の ``tiled=`` を逆にする（書いていなければ ``tiled=True`` を足す）
-  - ``ppermute`` の組: 送信元と送信先を入れ替える、組を 1 つ落とす
-  - ``in_specs`` / ``out_specs`` の項目: 2 つの項目を入れ替える、``P()`` の項目を分割にする
+- 値を壊す演算子: 軸、集団通信の取り違え、範囲と添字の off-by-one、切り詰めの境目、spec、向き、答えの記号 …
+- 値を保ったまま、演習が教える「手段」だけを変える演算子: 集団通信を別の通信で作る（psum → all_gather + 和、
+  psum_scatter → psum + 切り出し、ppermute → all_gather + 添字 …）、vmap / scan を Python のループや lax.map に、
+  jit を呼ぶたびに作り直す・引数を静的にする。手段を確かめないチェックは、これらを見逃します。
 
 変異体をセルごと実行して、登録されたチェック（``ch6.run_check``）に渡します。✅ 以外なら「見抜いた」。
 見抜けなくても正しい変異体（等価変異体）は ``tools/mutants_equivalent.txt`` に理由つきで書きます。
 スコア = 見抜いた数 / (全体 − 等価)。表は演習ごとに「見抜いた数 / 数えた変異体の数」を示します。
-変異体が MIN_MUTANTS（5）より少ない演習は、規則を足すか、同じファイルに「演習 | (few mutants) | 理由」と書きます。
+変異体が MIN_MUTANTS（5）より少ない演習は、演算子を足すか、同じファイルに「演習 | (few mutants) | 理由」と書きます。
 
     python tools/mutate.py                  # すべての解答ノートブック（表とスコアを表示）
     python tools/mutate.py solutions/6_1_vmap.ipynb --min-score 0.95
+    python tools/mutate.py --operators      # 演算子の一覧（名前、節の種類、説明）
+
+演算子を足すには、「変異の演算子」の節に ``@operator(節の型)`` をつけた関数を 1 つ書きます（CONTRIBUTING.md）。
 """
 from __future__ import annotations
 
@@ -37,19 +29,21 @@ import ast
 import contextlib
 import copy
 import dataclasses
+import functools
+import inspect
 import io
 import os
 import re
 import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = ROOT / "tools" / "mutants_equivalent.txt"
-COLLECTIVES = ("psum", "pmean", "pmax", "psum_scatter", "all_gather")
 SWAP_TO = {"psum": ("pmean", "pmax"), "pmean": ("psum", "pmax"), "pmax": ("psum", "pmean"),
            "psum_scatter": ("psum",), "all_gather": ("psum",), "pmin": ("pmax",)}
 PERM_NAMES = {"i", "me", "shift", "k", "src", "dst", "idx"}
-# axis= を持つ縮約（と、軸を受け取るそのほかの演算）: 軸を 1 つずらす・外す
 AXIS_KWARGS = ("axis", "scatter_dimension", "split_axis", "concat_axis")
 REDUCTIONS = {"sum", "mean", "max", "min", "var", "std", "prod", "argmax", "argmin", "logsumexp", "cumsum",
               "all", "any", "median", "softmax", "log_softmax", "norm", "nansum", "nanmean", "average"}
@@ -62,7 +56,43 @@ LR_NAMES = {"lr", "learning_rate", "eta"}
 CHECK = re.compile(r"""ch6\.check\(\s*["']([\w.-]+)["']\s*,\s*(\w+)\s*\)""")
 
 
-# ---------------------------------------------------------------- 変異の規則
+# ---------------------------------------------------------------- 演算子の登録
+
+@dataclasses.dataclass(frozen=True)
+class Operator:
+    """変異の演算子 1 つ: nodes の型の節を受け取り、(説明, 変える関数) を 0 個以上返す。"""
+
+    name: str
+    doc: str
+    nodes: tuple[type, ...]
+    make: Callable[[ast.AST, Context], Iterable[tuple[str, Callable]]]
+    signature: bool = False  # 解答を持つ関数の def（解答ブロックの外）にも当てる（引数の既定値）
+
+
+OPERATORS: list[Operator] = []
+
+
+def operator(*nodes: type, signature: bool = False):
+    """演算子を登録するデコレータ。関数の docstring の 1 行目が説明（``--operators`` の表）になる。"""
+    def register(make):
+        doc = inspect.getdoc(make) or ""
+        if not doc.strip():
+            raise ValueError(f"operator {make.__name__} needs a one-line docstring")
+        OPERATORS.append(Operator(make.__name__, doc.splitlines()[0], nodes, make, signature))
+        return make
+    return register
+
+
+@dataclasses.dataclass
+class Context:
+    """1 つのセルについて、演算子が参照できること。"""
+
+    tree: ast.AST
+    lines: range  # 解答ブロックの行
+    axis_names: list[str]  # 解答ブロックの P("...") に書かれた軸の名前（最初のもの）
+    has_ppermute: bool
+    functions: dict[str, ast.FunctionDef]  # セルで定義された関数（名前 → 定義）
+
 
 @dataclasses.dataclass
 class Site:
@@ -70,12 +100,419 @@ class Site:
 
     index: int
     label: str
-    apply: object  # (node) -> 置き換え後の節（None なら節をその場で変えた）
+    apply: Callable  # (node) -> 置き換え後の節（None なら節をその場で変えた）
+    operator: str = ""
 
 
-def _in_block(node, lines: range) -> bool:
-    return getattr(node, "lineno", None) in lines
+# ---------------------------------------------------------------- 変異の演算子: 値を壊す
+# 並びは意味を持ちます: 2 つの演算子が同じ変異体を作ったときは、先の演算子の説明が残ります
+# （tools/mutants_equivalent.txt の説明と合わせるため、新しい演算子は後ろに足します）。
 
+@operator(ast.Call)
+def range_bounds(node, ctx):
+    """range(...) の始まりと終わりを 1 つずらす（off-by-one）。"""
+    if _name(node.func) == "range" and isinstance(node.func, ast.Name):
+        which = ["終わり"] if len(node.args) == 1 else ["始まり", "終わり"]
+        for i, what in enumerate(which):
+            for d in (-1, 1):
+                yield f"range の{what}を {d:+d}（{_text(node)}）", _shift_arg(i, d)
+
+
+@operator(ast.Call)
+def local_reduce_swap(node, ctx):
+    """jnp の縮約を取り違える（sum ↔ mean、max ↔ min）。"""
+    name = _name(node.func)
+    if name in LOCAL_REDUCE and _is_numpy(node.func):
+        yield f"{name} → {LOCAL_REDUCE[name]}（{_text(node)}）", _set_attr(LOCAL_REDUCE[name])
+
+
+@operator(ast.Call)
+def builtin_min_max(node, ctx):
+    """組み込みの max と min を入れ替える。"""
+    name = _name(node.func)
+    if name in ("max", "min") and isinstance(node.func, ast.Name) and node.args:
+        other = "min" if name == "max" else "max"
+        yield f"組み込みの {name} → {other}（{_text(node)}）", _replace_func(other)
+
+
+@operator(ast.Call)
+def drop_collective(node, ctx):
+    """集団通信を外す（通信しない）、引数で受け取った軸の名前を決め打ちの文字列にする。"""
+    name = _name(node.func)
+    if name in DROPPABLE and _is_lax(node.func) and node.args:
+        yield f"{name} を外す（通信しない）", _keep_arg(0)
+        if len(node.args) > 1 and isinstance(node.args[1], ast.Name):
+            yield f"{name}: 軸の名前 {node.args[1].id} を決め打ちの文字列に", _set_arg(1, node.args[1].id)
+
+
+@operator(ast.Call)
+def drop_out_sharding(node, ctx):
+    """out_sharding= を外す。"""
+    if any(kw.arg == "out_sharding" for kw in node.keywords):
+        yield f"{_name(node.func)}: out_sharding= を外す", _drop_kw("out_sharding")
+
+
+@operator(ast.Call)
+def clamp_bounds(node, ctx):
+    """切り詰めの境目: minimum ↔ maximum、floor ↔ ceil、定数の境目を外す。"""
+    name = _name(node.func)
+    if name in BOUNDS and _is_numpy(node.func):
+        yield f"{name} → {BOUNDS[name]}（{_text(node)}）", _set_attr(BOUNDS[name])
+        if name in ("minimum", "maximum") and len(node.args) == 2:
+            for i, a in enumerate(node.args):
+                if isinstance(a, ast.Constant):  # minimum(1.0, r) -> r
+                    yield f"境目 {ast.unparse(a)} を外す（{_text(node)}）", _keep_arg(1 - i)
+
+
+@operator(ast.Call)
+def clip_bounds(node, ctx):
+    """clip の上限・下限を外す。"""
+    if _name(node.func) != "clip":
+        return
+    for i, what in ((1, "下限"), (2, "上限")):
+        if len(node.args) > i and not (isinstance(node.args[i], ast.Constant) and node.args[i].value is None):
+            yield f"clip の{what}を外す（{_text(node)}）", _set_arg(i, None)
+    for kw in node.keywords:
+        if kw.arg in ("min", "max", "a_min", "a_max"):
+            yield f"clip の {kw.arg}= を外す（{_text(node)}）", _drop_kw(kw.arg)
+
+
+@operator(ast.Call)
+def axis_kwargs(node, ctx):
+    """どの呼び出しでも axis= / scatter_dimension= / split_axis= / concat_axis= を 1 つずらす、縮約の軸を外す・1 つ落とす。"""
+    name = _name(node.func)
+    for kw in node.keywords:
+        if kw.arg not in AXIS_KWARGS:
+            continue
+        v = kw.value
+        if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool):
+            k = v.value
+            for new in dict.fromkeys([k + 1, k - 1 if k > 0 else -1]):
+                yield f"{name}: {kw.arg}={k} → {new}", _set_kw(kw.arg, new)
+            if kw.arg == "axis" and name in REDUCTIONS:
+                yield f"{name}: axis={k} を外す（全体で縮約）", _drop_kw("axis")
+        elif isinstance(v, ast.Tuple) and all(isinstance(e, ast.Constant) for e in v.elts) and len(v.elts) >= 2:
+            for i, e in enumerate(v.elts):
+                yield f"{name}: {kw.arg}={ast.unparse(v)} から {e.value} を落とす", _drop_kw_elt(kw.arg, i)
+            if name in REDUCTIONS:
+                yield f"{name}: {kw.arg}={ast.unparse(v)} を外す（全体で縮約）", _drop_kw(kw.arg)
+
+
+@operator(ast.Call)
+def keepdims(node, ctx):
+    """keepdims=True を外す。"""
+    for kw in node.keywords:
+        if kw.arg == "keepdims" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            yield f"{_name(node.func)}: keepdims=True を外す", _drop_kw("keepdims")
+
+
+@operator(ast.Call)
+def size_kwargs(node, ctx):
+    """bins= / length= / size= / num_segments= など大きさの引数を 1 つずらす。"""
+    for kw in node.keywords:
+        if kw.arg in SIZE_KWARGS:
+            for d in (-1, 1):
+                yield f"{_name(node.func)}: {kw.arg} を {d:+d}", _shift_kw(kw.arg, d)
+
+
+@operator(ast.Call)
+def tiled_flag(node, ctx):
+    """all_gather / psum_scatter の tiled= を逆にする（書いていなければ tiled=True を足す）。"""
+    name = _name(node.func)
+    if name in TILED and _is_lax(node.func):
+        tiled = next((kw for kw in node.keywords if kw.arg == "tiled"), None)
+        if tiled is None:
+            yield f"{name}: tiled=True を足す", _add_kw("tiled", True)
+        elif isinstance(tiled.value, ast.Constant) and isinstance(tiled.value.value, bool):
+            yield f"{name}: tiled={tiled.value.value} → {not tiled.value.value}", _set_kw("tiled", not tiled.value.value)
+
+
+@operator(ast.Call)
+def spec_entries(node, ctx):
+    """in_specs / out_specs の 2 つの項目を入れ替える、P() の項目を分割にする。"""
+    axis = ctx.axis_names[:1]
+    for kw in node.keywords:
+        if kw.arg not in ("in_specs", "out_specs"):
+            continue
+        v = kw.value
+        entries = v.elts if isinstance(v, (ast.Tuple, ast.List)) else None
+        if entries:
+            for i, j in _pairs(entries):
+                yield f"{kw.arg} の {i} 番目と {j} 番目を入れ替える", _swap_kw_elts(kw.arg, i, j)
+            for i, e in enumerate(entries):
+                if _is_empty_spec(e) and axis:
+                    yield f"{kw.arg}[{i}]: P() → P({axis[0]!r})", _set_kw_elt_node(kw.arg, i, _spec_call(axis[0]))
+        elif _is_empty_spec(v) and axis:
+            yield f"{kw.arg}: P() → P({axis[0]!r})", _set_kw_node(kw.arg, _spec_call(axis[0]))
+
+
+@operator(ast.Call)
+def vmap_axes(node, ctx):
+    """vmap / pmap / smap の in_axes / out_axes を入れ替える・書き換える。"""
+    for kw in node.keywords:
+        if kw.arg not in ("in_axes", "out_axes"):
+            continue
+        v = kw.value
+        if isinstance(v, ast.Tuple):
+            for i, j in _pairs(v.elts):
+                yield f"{kw.arg} の {i} 番目と {j} 番目を入れ替える", _swap_kw_elts(kw.arg, i, j)
+            for i, e in enumerate(v.elts):
+                if isinstance(e, ast.Constant) and e.value in (0, 1, None):
+                    new = {0: None, 1: 0, None: 0}[e.value]
+                    yield f"{kw.arg}[{i}]: {e.value} → {new}", _set_kw_elt(kw.arg, i, new)
+        elif isinstance(v, ast.Constant) and v.value in (0, 1, None):
+            new = {0: 1, 1: 0, None: 0}[v.value]
+            yield f"{kw.arg}: {v.value} → {new}", _set_kw(kw.arg, new)
+
+
+@operator(ast.Call)
+def swap_collective(node, ctx):
+    """集団通信を値の違う別の集団通信にする（psum → pmean / pmax など）。"""
+    name = _name(node.func)
+    if name in SWAP_TO and _is_lax(node.func):
+        for other in SWAP_TO[name]:
+            yield f"{name} → {other}", _set_attr(other)
+
+
+@operator(ast.Call)
+def vmap_to_loop(node, ctx):
+    """jax.vmap(f)(xs) を、バッチを 1 件ずつ回す Python のループ（jnp.stack([f(x) for x in xs])）にする。"""
+    if _dotted(node.func) == "jax.vmap":
+        yield "vmap → Python のループ", _replace_func("loop_vmap")
+
+
+@operator(ast.Call)
+def partition_spec(node, ctx):
+    """P(...) の軸の名前を None にする・別の位置へ動かす、P()（複製）にする。"""
+    if _name(node.func) not in ("P", "PartitionSpec") or not node.args:
+        return
+    args, text = node.args, ast.unparse(node)
+    for i, a in enumerate(args):
+        if isinstance(a, ast.Constant) and isinstance(a.value, str):
+            yield f"{text}: {a.value!r} → None", _set_arg(i, None)
+            for j in range(len(args)):
+                if j != i:
+                    yield f"{text}: {a.value!r} を {j} 番目の軸へ", _move_arg(i, j)
+            if len(args) == 1:
+                yield f"{text}: {a.value!r} を 1 番目の軸へ", _move_arg(0, 1)
+    if any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args):
+        yield f"{text} → P()（複製）", _clear_args
+
+
+@operator(ast.Call)
+def axis_index_zero(node, ctx):
+    """lax.axis_index を 0 にする（全デバイスが 0 番のつもり）。"""
+    if _dotted(node.func) in ("lax.axis_index", "jax.lax.axis_index"):
+        yield "axis_index を 0 に（全デバイスが 0 番のつもり）", lambda n: ast.Constant(0)
+
+
+@operator(ast.Call)
+def jit_per_call(node, ctx):
+    """jax.jit(f, ...) を、呼ぶたびに新しい関数を jit し直すもの（毎回トレースとコンパイル）にする。"""
+    if _dotted(node.func) == "jax.jit" and node.args:
+        yield f"jit を呼ぶたびに作り直す（{_text(node)}）", _replace_func("rejit_each_call")
+
+
+@operator(ast.Subscript)
+def index_shift(node, ctx):
+    """整数の添字を 1 つずらす（shape[0] → shape[1] など。負にはしない）。"""
+    s = node.slice
+    if isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool) and s.value >= 0:
+        for d in (-1, 1):
+            if s.value + d >= 0:
+                yield f"添字を {d:+d}（{_text(node)}）", _shift_index(d)
+
+
+@operator(ast.ListComp)
+def ppermute_pairs(node, ctx):
+    """ppermute の組: 送信元と送信先を入れ替える、組を 1 つ落とす。"""
+    if ctx.has_ppermute and _is_pair(node.elt):
+        yield f"ppermute の組の送信元と送信先を入れ替える（{_text(node)}）", _swap_pair
+        yield f"ppermute の組を 1 つ落とす（{_text(node)}）", _drop_last_pair
+
+
+@operator(ast.UnaryOp)
+def drop_sign(node, ctx):
+    """名前につけた負の符号を外す（-x → x）。"""
+    if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Name):
+        yield f"符号を外す（{ast.unparse(node)}）", lambda n: n.operand
+
+
+@operator(ast.BinOp)
+def update_direction(node, ctx):
+    """更新 p - lr * g の向きを逆にする。"""
+    if (isinstance(node.op, ast.Sub) and isinstance(node.right, ast.BinOp) and isinstance(node.right.op, ast.Mult)
+            and _names(node.right) & LR_NAMES):
+        yield f"更新の向きを逆にする（{_text(node)}）", _flip_sign
+
+
+@operator(ast.BinOp)
+def drop_division(node, ctx):
+    """割り算を消す（a / b → a）。"""
+    if isinstance(node.op, ast.Div):
+        yield f"割り算を消す（{_text(node)}）", lambda n: n.left
+
+
+@operator(ast.BinOp)
+def drop_small_term(node, ctx):
+    """小さな定数（eps など）の足し算を消す。"""
+    if isinstance(node.op, ast.Add) and _small(node.right):
+        yield f"小さな項を消す（{_text(node)}）", lambda n: n.left
+
+
+@operator(ast.BinOp)
+def ring_direction(node, ctx):
+    """デバイスの番号の足し引き（i + shift など）の向きを逆にする、1 つ余分にずらす。"""
+    if isinstance(node.op, (ast.Add, ast.Sub)) and _names(node) & PERM_NAMES:
+        yield f"向きを逆にする（{_text(node)}）", _flip_sign
+        yield f"1 つ余分にずらす（{_text(node)}）", lambda n: ast.BinOp(left=n, op=ast.Add(), right=ast.Constant(1))
+
+
+@operator(ast.Compare)
+def negate_compare(node, ctx):
+    """== と != を入れ替える。"""
+    if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        yield f"条件を逆にする（{_text(node)}）", _negate_compare
+
+
+@operator(ast.FunctionDef)
+def drop_jit_decorator(node, ctx):
+    """@jax.jit を外す。"""
+    if any(ast.unparse(d) == "jax.jit" for d in node.decorator_list):
+        yield f"@jax.jit を外す（{node.name}）", _drop_jit
+
+
+@operator(ast.Return)
+def swap_return(node, ctx):
+    """返すタプルの最初の 2 つを入れ替える。"""
+    if isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 2:
+        yield "返すタプルの順番を入れ替える", _swap_return
+
+
+@operator(ast.Return)
+def other_answer(node, ctx):
+    """選択式の答え（'a'〜'd'）を別の記号にする。"""
+    if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        for other in "abcd":
+            if other != node.value.value:
+                yield f"答え {node.value.value!r} → {other!r}", _set_const(other)
+
+
+@operator(ast.Dict)
+def dict_answers(node, ctx):
+    """辞書の答え（文字列の値）を、同じ辞書のほかの値にする。"""
+    values = {v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)}
+    for k, v in enumerate(node.values):
+        if isinstance(v, ast.Constant) and isinstance(v.value, str):
+            for other in sorted(values - {v.value}):
+                yield f"{ast.unparse(node.keys[k])}: {v.value!r} → {other!r}", _set_dict_value(k, other)
+
+
+# ---------------------------------------------------------------- 変異の演算子: 値を保って手段を変える
+# 結果の値は解答例と同じで、演習が教える手段（どの集団通信か、vmap / scan か、jit を 1 度だけ作るか）だけが違う。
+# 置き換え先は下の「同じ値を別の手段で作る関数」（RUNTIME）で、変異体の名前空間に入れてから実行します。
+# pmean ↔ psum / n の演算子はありません: lax.pmean は jaxpr でも psum と割り算なので、どのチェックにも見分けられず、
+# どの問題もどちらかを禁じられません（作っても等価変異体が増えるだけです）。
+
+@operator(ast.Call)
+def collective_by_gather(node, ctx):
+    """psum / pmean / pmax を、all_gather で集めてから各デバイスで足す・平均する・最大を取る形にする。"""
+    name = _name(node.func)
+    if name in ("psum", "pmean", "pmax") and _is_lax(node.func):
+        what = {"psum": "和", "pmean": "平均", "pmax": "最大"}[name]
+        yield f"{name} → all_gather + 各デバイスで{what}（{_text(node)}）", _replace_func(f"{name}_by_all_gather")
+
+
+@operator(ast.Call)
+def scatter_by_reduce(node, ctx):
+    """psum_scatter を、psum（または all_gather + 和）してから受け持つ部分を切り出す形にする。"""
+    if _name(node.func) == "psum_scatter" and _is_lax(node.func):
+        yield f"psum_scatter → psum + 受け持つ部分の切り出し（{_text(node)}）", _replace_func("psum_scatter_by_psum")
+        yield f"psum_scatter → all_gather + 和 + 受け持つ部分の切り出し（{_text(node)}）", _replace_func("psum_scatter_by_all_gather")
+
+
+@operator(ast.Call)
+def ppermute_by_gather(node, ctx):
+    """ppermute を、all_gather で全部集めてから送信元の行を添字で選ぶ形にする。"""
+    if _name(node.func) == "ppermute" and _is_lax(node.func):
+        yield f"ppermute → all_gather + 送信元の添字（{_text(node)}）", _replace_func("ppermute_by_all_gather")
+
+
+@operator(ast.Call)
+def all_to_all_by_gather(node, ctx):
+    """all_to_all（tiled=True）を、all_gather で集めてから受け持つ部分を切り出す形にする。"""
+    if _name(node.func) == "all_to_all" and _is_lax(node.func) and _kw_true(node, "tiled"):
+        yield f"all_to_all → all_gather + 受け持つ部分の切り出し（{_text(node)}）", _replace_func("all_to_all_by_all_gather")
+
+
+@operator(ast.Call)
+def gather_by_psum(node, ctx):
+    """all_gather を、自分の位置にだけ値を置いた配列の psum にする。"""
+    if _name(node.func) == "all_gather" and _is_lax(node.func):
+        yield f"all_gather → 自分の位置に置いて psum（{_text(node)}）", _replace_func("all_gather_by_psum")
+
+
+@operator(ast.Call)
+def vmap_to_lax_map(node, ctx):
+    """jax.vmap(f) を lax.map（バッチを 1 件ずつ回す scan）にする。"""
+    if _dotted(node.func) == "jax.vmap":
+        yield f"vmap → lax.map（{_text(node)}）", _replace_func("map_vmap")
+
+
+@operator(ast.Call)
+def scan_to_loop(node, ctx):
+    """lax.scan を Python のループ（ステップの数だけ書き下したプログラム）にする。"""
+    if _dotted(node.func) in ("lax.scan", "jax.lax.scan"):
+        yield f"scan → Python のループ（{_text(node)}）", _replace_func("loop_scan")
+
+
+@operator(ast.Call)
+def jit_static_arg(node, ctx):
+    """jax.jit(f) の f の最後の引数を静的にする（値が変わるたびにコンパイルし直す）。"""
+    if _dotted(node.func) != "jax.jit" or not node.args or not isinstance(node.args[0], ast.Name):
+        return
+    fn = ctx.functions.get(node.args[0].id)
+    if fn is None or len(fn.args.args) < 2 or any(kw.arg in ("static_argnums", "static_argnames")
+                                                   for kw in node.keywords):
+        return
+    last = len(fn.args.args) - 1
+    yield (f"jit: 引数 {fn.args.args[last].arg} を静的にする（値ごとにコンパイル）",
+           _add_kw_node("static_argnums", ast.Tuple([ast.Constant(last)], ast.Load())))
+
+
+@operator(ast.FunctionDef)
+def jit_decorator_per_call(node, ctx):
+    """@jax.jit を、呼ぶたびに新しい関数を jit し直すデコレータにする。"""
+    if any(ast.unparse(d) == "jax.jit" for d in node.decorator_list):
+        yield f"@jax.jit を呼ぶたびに作り直す（{node.name}）", _per_call_decorator
+
+
+@operator(ast.FunctionDef, ast.Lambda, signature=True)
+def default_values(node, ctx):
+    """引数の既定値（定数）を変える: 整数は +1、小数は 0（0 なら 1）、真偽は逆、文字列は空に。"""
+    args = node.args
+    positional = (args.posonlyargs + args.args)[len(args.posonlyargs + args.args) - len(args.defaults):]
+    named = [(a, d, ("defaults", i)) for i, (a, d) in enumerate(zip(positional, args.defaults))]
+    named += [(a, d, ("kw_defaults", i)) for i, (a, d) in enumerate(zip(args.kwonlyargs, args.kw_defaults))
+              if d is not None]
+    for arg, default, (field, i) in named:
+        if not isinstance(default, ast.Constant) or default.value is None:
+            continue
+        v = default.value
+        if isinstance(v, bool):
+            new = not v
+        elif isinstance(v, int):
+            new = v + 1
+        elif isinstance(v, float):
+            new = 0.0 if v else 1.0
+        elif isinstance(v, str):
+            new = ""
+        else:
+            continue
+        yield f"既定値 {arg.arg}={v!r} → {new!r}", _set_default(field, i, new)
+
+
+# ---------------------------------------------------------------- 節を調べる・変える小道具
 
 def _name(func) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -85,161 +522,28 @@ def _dotted(func) -> str:
     return ast.unparse(func)
 
 
-def _sites(tree: ast.AST, lines: range) -> list[Site]:
-    sites: list[Site] = []
-    block = [n for n in ast.walk(tree) if _in_block(n, lines)]
-    axis_names = [a.value for n in block if isinstance(n, ast.Call) and _name(n.func) in ("P", "PartitionSpec")
-                  for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    has_ppermute = any(isinstance(n, ast.Call) and _name(n.func) == "ppermute" for n in block)
-    for index, node in enumerate(ast.walk(tree)):
-        if not _in_block(node, lines):
-            continue
-        if isinstance(node, ast.Call):
-            sites += _taught_call_sites(index, node, axis_names[:1])
-        if isinstance(node, ast.Subscript):
-            sites += _index_sites(index, node)
-        if has_ppermute and isinstance(node, ast.ListComp) and _is_pair(node.elt):
-            sites.append(Site(index, f"ppermute の組の送信元と送信先を入れ替える（{ast.unparse(node)[:40]}）", _swap_pair))
-            sites.append(Site(index, f"ppermute の組を 1 つ落とす（{ast.unparse(node)[:40]}）", _drop_last_pair))
-        if isinstance(node, ast.Call):
-            name = _name(node.func)
-            for kw in node.keywords:
-                if kw.arg in ("in_axes", "out_axes"):
-                    sites += _axes_sites(index, kw)
-            if name in SWAP_TO and _dotted(node.func).startswith(("lax.", "jax.lax.")):
-                for other in SWAP_TO[name]:
-                    sites.append(Site(index, f"{name} → {other}", _set_attr(other)))
-            if _dotted(node.func) == "jax.vmap":
-                sites.append(Site(index, "vmap → Python のループ", _replace_func("loop_vmap")))
-            if name in ("P", "PartitionSpec") and node.args:
-                sites += _spec_sites(index, node)
-            if _dotted(node.func) in ("lax.axis_index", "jax.lax.axis_index"):
-                sites.append(Site(index, "axis_index を 0 に（全デバイスが 0 番のつもり）", lambda n: ast.Constant(0)))
-            if _dotted(node.func) == "jax.jit" and node.args:
-                sites.append(Site(index, "jit を呼ぶたびに作り直す", _rejit))
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Name):
-            sites.append(Site(index, f"符号を外す（{ast.unparse(node)}）", lambda n: n.operand))
-        elif isinstance(node, ast.BinOp):
-            if (isinstance(node.op, ast.Sub) and isinstance(node.right, ast.BinOp) and isinstance(node.right.op, ast.Mult)
-                    and _names(node.right) & LR_NAMES):
-                sites.append(Site(index, f"更新の向きを逆にする（{ast.unparse(node)[:40]}）", _flip_sign))
-            if isinstance(node.op, ast.Div):
-                sites.append(Site(index, f"割り算を消す（{ast.unparse(node)[:40]}）", lambda n: n.left))
-            if isinstance(node.op, ast.Add) and _small(node.right):
-                sites.append(Site(index, f"小さな項を消す（{ast.unparse(node)[:40]}）", lambda n: n.left))
-            if isinstance(node.op, (ast.Add, ast.Sub)) and _names(node) & PERM_NAMES:
-                sites.append(Site(index, f"向きを逆にする（{ast.unparse(node)[:40]}）", _flip_sign))
-                sites.append(Site(index, f"1 つ余分にずらす（{ast.unparse(node)[:40]}）",
-                                  lambda n: ast.BinOp(left=n, op=ast.Add(), right=ast.Constant(1))))
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
-            sites.append(Site(index, f"条件を逆にする（{ast.unparse(node)[:40]}）", _negate_compare))
-        elif isinstance(node, ast.FunctionDef):
-            for d in node.decorator_list:
-                if ast.unparse(d) == "jax.jit":
-                    sites.append(Site(index, f"@jax.jit を外す（{node.name}）", _drop_jit))
-        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 2:
-            sites.append(Site(index, "返すタプルの順番を入れ替える", _swap_return))
-        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for other in "abcd":
-                if other != node.value.value:
-                    sites.append(Site(index, f"答え {node.value.value!r} → {other!r}", _set_const(other)))
-        elif isinstance(node, ast.Dict):
-            values = {v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)}
-            for k, v in enumerate(node.values):
-                if isinstance(v, ast.Constant) and isinstance(v.value, str):
-                    for other in sorted(values - {v.value}):
-                        sites.append(Site(index, f"{ast.unparse(node.keys[k])}: {v.value!r} → {other!r}",
-                                          _set_dict_value(k, other)))
-    return sites
+def _text(node) -> str:
+    return ast.unparse(node)[:40]
 
 
-def _taught_call_sites(index: int, node: ast.Call, axis_names: list[str]) -> list[Site]:
-    """講座で教えること（範囲、切り詰め、軸、大きさ、tiled、spec の項目）の変異。"""
-    out = []
-    name, text = _name(node.func), ast.unparse(node)[:40]
-    if name == "range" and isinstance(node.func, ast.Name):
-        which = ["終わり"] if len(node.args) == 1 else ["始まり", "終わり"]
-        for i, what in enumerate(which):
-            for d in (-1, 1):
-                out.append(Site(index, f"range の{what}を {d:+d}（{text}）", _shift_arg(i, d)))
-    numpy_call = _dotted(node.func).startswith(("jnp.", "np.", "jax.numpy."))
-    if name in LOCAL_REDUCE and numpy_call:
-        out.append(Site(index, f"{name} → {LOCAL_REDUCE[name]}（{text}）", _set_attr(LOCAL_REDUCE[name])))
-    if name in ("max", "min") and isinstance(node.func, ast.Name) and node.args:
-        other = "min" if name == "max" else "max"
-        out.append(Site(index, f"組み込みの {name} → {other}（{text}）", _replace_func(other)))
-    if name in DROPPABLE and _dotted(node.func).startswith(("lax.", "jax.lax.")) and node.args:
-        out.append(Site(index, f"{name} を外す（通信しない）", _keep_arg(0)))
-        if len(node.args) > 1 and isinstance(node.args[1], ast.Name):  # 引数で受け取った軸の名前を決め打ちにする
-            out.append(Site(index, f"{name}: 軸の名前 {node.args[1].id} を決め打ちの文字列に",
-                            _set_arg(1, node.args[1].id)))
-    if any(kw.arg == "out_sharding" for kw in node.keywords):
-        out.append(Site(index, f"{name}: out_sharding= を外す", _drop_kw("out_sharding")))
-    if name in BOUNDS and numpy_call:
-        out.append(Site(index, f"{name} → {BOUNDS[name]}（{text}）", _set_attr(BOUNDS[name])))
-        if name in ("minimum", "maximum") and len(node.args) == 2:
-            for i, a in enumerate(node.args):
-                if isinstance(a, ast.Constant):  # 定数の境目を外す: minimum(1.0, r) -> r
-                    out.append(Site(index, f"境目 {ast.unparse(a)} を外す（{text}）", _keep_arg(1 - i)))
-    if name == "clip":
-        for i, what in ((1, "下限"), (2, "上限")):
-            if len(node.args) > i and not (isinstance(node.args[i], ast.Constant) and node.args[i].value is None):
-                out.append(Site(index, f"clip の{what}を外す（{text}）", _set_arg(i, None)))
-        for kw in node.keywords:
-            if kw.arg in ("min", "max", "a_min", "a_max"):
-                out.append(Site(index, f"clip の {kw.arg}= を外す（{text}）", _drop_kw(kw.arg)))
-    for kw in node.keywords:
-        if kw.arg in AXIS_KWARGS and (kw.arg != "axis" or name in REDUCTIONS or True):
-            out += _axis_kw_sites(index, kw, name)
-        if kw.arg == "keepdims" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-            out.append(Site(index, f"{name}: keepdims=True を外す", _drop_kw("keepdims")))
-        if kw.arg in SIZE_KWARGS:
-            for d in (-1, 1):
-                out.append(Site(index, f"{name}: {kw.arg} を {d:+d}", _shift_kw(kw.arg, d)))
-    if name in TILED and _dotted(node.func).startswith(("lax.", "jax.lax.")):
-        tiled = next((kw for kw in node.keywords if kw.arg == "tiled"), None)
-        if tiled is None:
-            out.append(Site(index, f"{name}: tiled=True を足す", _add_kw("tiled", True)))
-        elif isinstance(tiled.value, ast.Constant) and isinstance(tiled.value.value, bool):
-            out.append(Site(index, f"{name}: tiled={tiled.value.value} → {not tiled.value.value}",
-                            _set_kw("tiled", not tiled.value.value)))
-    for kw in node.keywords:
-        if kw.arg in ("in_specs", "out_specs"):
-            out += _specs_sites(index, kw, axis_names)
-    return out
+def _is_lax(func) -> bool:
+    return _dotted(func).startswith(("lax.", "jax.lax."))
 
 
-def _axis_kw_sites(index: int, kw: ast.keyword, name: str) -> list[Site]:
-    out, v = [], kw.value
-    if isinstance(v, ast.Constant) and isinstance(v.value, int) and not isinstance(v.value, bool):
-        k = v.value
-        for new in dict.fromkeys([k + 1, k - 1 if k > 0 else -1]):
-            out.append(Site(index, f"{name}: {kw.arg}={k} → {new}", _set_kw(kw.arg, new)))
-        if kw.arg == "axis" and name in REDUCTIONS:
-            out.append(Site(index, f"{name}: axis={k} を外す（全体で縮約）", _drop_kw("axis")))
-    elif isinstance(v, ast.Tuple) and all(isinstance(e, ast.Constant) for e in v.elts) and len(v.elts) >= 2:
-        for i, e in enumerate(v.elts):
-            out.append(Site(index, f"{name}: {kw.arg}={ast.unparse(v)} から {e.value} を落とす", _drop_kw_elt(kw.arg, i)))
-        if name in REDUCTIONS:
-            out.append(Site(index, f"{name}: {kw.arg}={ast.unparse(v)} を外す（全体で縮約）", _drop_kw(kw.arg)))
-    return out
+def _is_numpy(func) -> bool:
+    return _dotted(func).startswith(("jnp.", "np.", "jax.numpy."))
 
 
-def _specs_sites(index: int, kw: ast.keyword, axis_names: list[str]) -> list[Site]:
-    out, v = [], kw.value
-    entries = v.elts if isinstance(v, (ast.Tuple, ast.List)) else None
-    if entries:
-        for i in range(len(entries)):
-            for j in range(i + 1, len(entries)):
-                if ast.unparse(entries[i]) != ast.unparse(entries[j]):
-                    out.append(Site(index, f"{kw.arg} の {i} 番目と {j} 番目を入れ替える", _swap_kw_elts(kw.arg, i, j)))
-        for i, e in enumerate(entries):
-            if _is_empty_spec(e) and axis_names:
-                out.append(Site(index, f"{kw.arg}[{i}]: P() → P({axis_names[0]!r})",
-                                _set_kw_elt_node(kw.arg, i, _spec_call(axis_names[0]))))
-    elif _is_empty_spec(v) and axis_names:
-        out.append(Site(index, f"{kw.arg}: P() → P({axis_names[0]!r})", _set_kw_node(kw.arg, _spec_call(axis_names[0]))))
-    return out
+def _kw_true(node, name) -> bool:
+    return any(kw.arg == name and isinstance(kw.value, ast.Constant) and kw.value.value is True
+               for kw in node.keywords)
+
+
+def _pairs(elts):
+    for i in range(len(elts)):
+        for j in range(i + 1, len(elts)):
+            if ast.unparse(elts[i]) != ast.unparse(elts[j]):
+                yield i, j
 
 
 def _is_empty_spec(node) -> bool:
@@ -250,82 +554,8 @@ def _spec_call(axis: str) -> ast.Call:
     return ast.Call(func=ast.Name("P", ast.Load()), args=[ast.Constant(axis)], keywords=[])
 
 
-def _index_sites(index: int, node: ast.Subscript) -> list[Site]:
-    """整数の添字を 1 つずらす（shape[0] -> shape[1] など）。負の添字と、結果が負になるものは作らない。"""
-    s = node.slice
-    if isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool) and s.value >= 0:
-        text = ast.unparse(node)[:40]
-        return [Site(index, f"添字を {d:+d}（{text}）", _shift_index(d)) for d in (-1, 1) if s.value + d >= 0]
-    return []
-
-
 def _is_pair(node) -> bool:
     return isinstance(node, ast.Tuple) and len(node.elts) == 2
-
-
-def _swap_pair(n):
-    n.elt.elts.reverse()
-
-
-def _drop_last_pair(n):
-    return ast.Subscript(value=n, slice=ast.Slice(upper=ast.Constant(-1)), ctx=ast.Load())
-
-
-def _plus(node, d):
-    return ast.BinOp(left=node, op=ast.Add() if d > 0 else ast.Sub(), right=ast.Constant(abs(d)))
-
-
-def _shift_arg(i, d):
-    def f(n):
-        n.args[i] = _plus(n.args[i], d)
-    return f
-
-
-def _keep_arg(i):
-    return lambda n: n.args[i]
-
-
-def _shift_kw(name, d):
-    def f(n):
-        kw = _kw(n, name)
-        kw.value = _plus(kw.value, d)
-    return f
-
-
-def _shift_index(d):
-    def f(n):
-        n.slice = ast.Constant(n.slice.value + d)
-    return f
-
-
-def _drop_kw(name):
-    def f(n):
-        n.keywords = [k for k in n.keywords if k.arg != name]
-    return f
-
-
-def _add_kw(name, value):
-    def f(n):
-        n.keywords.append(ast.keyword(arg=name, value=ast.Constant(value)))
-    return f
-
-
-def _drop_kw_elt(name, i):
-    def f(n):
-        del _kw(n, name).value.elts[i]
-    return f
-
-
-def _set_kw_elt_node(name, i, node):
-    def f(n):
-        _kw(n, name).value.elts[i] = node
-    return f
-
-
-def _set_kw_node(name, node):
-    def f(n):
-        _kw(n, name).value = node
-    return f
 
 
 def _small(node) -> bool:
@@ -338,112 +568,30 @@ def _names(node) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _axes_sites(index: int, kw: ast.keyword) -> list[Site]:
-    out = []
-    v = kw.value
-    if isinstance(v, ast.Tuple):
-        elts = v.elts
-        for i in range(len(elts)):
-            for j in range(i + 1, len(elts)):
-                if ast.unparse(elts[i]) != ast.unparse(elts[j]):
-                    out.append(Site(index, f"{kw.arg} の {i} 番目と {j} 番目を入れ替える", _swap_kw_elts(kw.arg, i, j)))
-        for i, e in enumerate(elts):
-            if isinstance(e, ast.Constant) and e.value in (0, 1, None):
-                new = {0: None, 1: 0, None: 0}[e.value]
-                out.append(Site(index, f"{kw.arg}[{i}]: {e.value} → {new}", _set_kw_elt(kw.arg, i, new)))
-    elif isinstance(v, ast.Constant) and v.value in (0, 1, None):
-        new = {0: 1, 1: 0, None: 0}[v.value]
-        out.append(Site(index, f"{kw.arg}: {v.value} → {new}", _set_kw(kw.arg, new)))
-    return out
-
-
-def _spec_sites(index: int, node: ast.Call) -> list[Site]:
-    out = []
-    args = node.args
-    for i, a in enumerate(args):
-        if isinstance(a, ast.Constant) and isinstance(a.value, str):
-            out.append(Site(index, f"{ast.unparse(node)}: {a.value!r} → None", _set_arg(i, None)))
-            for j in range(len(args)):
-                if j != i:
-                    out.append(Site(index, f"{ast.unparse(node)}: {a.value!r} を {j} 番目の軸へ", _move_arg(i, j)))
-            if len(args) == 1:
-                out.append(Site(index, f"{ast.unparse(node)}: {a.value!r} を 1 番目の軸へ", _move_arg(0, 1)))
-    if any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args):
-        out.append(Site(index, f"{ast.unparse(node)} → P()（複製）", _clear_args))
-    return out
-
-
-def _set_attr(new):
-    def f(n):
-        n.func.attr = new
-    return f
-
-
-def _replace_func(name):
-    def f(n):
-        n.func = ast.Name(id=name, ctx=ast.Load())
-    return f
-
-
-def _rejit(n):
-    inner = n.args[0]
-    call = ast.Call(func=inner, args=[ast.Starred(value=ast.Name("a", ast.Load()), ctx=ast.Load())],
-                    keywords=[ast.keyword(arg=None, value=ast.Name("k", ast.Load()))])
-    lam = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=ast.arg("a"), kwonlyargs=[], kw_defaults=[],
-                                        kwarg=ast.arg("k"), defaults=[]), body=call)
-    n.args[0] = lam
-
-
-def _flip_sign(n):
-    n.op = ast.Sub() if isinstance(n.op, ast.Add) else ast.Add()
-
-
-def _negate_compare(n):
-    n.ops = [ast.NotEq() if isinstance(n.ops[0], ast.Eq) else ast.Eq()]
-
-
-def _drop_jit(n):
-    n.decorator_list = [d for d in n.decorator_list if ast.unparse(d) != "jax.jit"]
-
-
-def _swap_return(n):
-    e = n.value.elts
-    e[0], e[1] = e[1], e[0]
-
-
-def _set_const(value):
-    def f(n):
-        n.value = ast.Constant(value)
-    return f
-
-
-def _set_dict_value(k, value):
-    def f(n):
-        n.values[k] = ast.Constant(value)
-    return f
-
-
 def _kw(n, name):
     return next(k for k in n.keywords if k.arg == name)
 
 
-def _swap_kw_elts(name, i, j):
+def _plus(node, d):
+    return ast.BinOp(left=node, op=ast.Add() if d > 0 else ast.Sub(), right=ast.Constant(abs(d)))
+
+
+def _swap_pair(n):
+    n.elt.elts.reverse()
+
+
+def _drop_last_pair(n):
+    return ast.Subscript(value=n, slice=ast.Slice(upper=ast.Constant(-1)), ctx=ast.Load())
+
+
+def _shift_arg(i, d):
     def f(n):
-        e = _kw(n, name).value.elts
-        e[i], e[j] = e[j], e[i]
+        n.args[i] = _plus(n.args[i], d)
     return f
 
 
-def _set_kw_elt(name, i, value):
-    def f(n):
-        _kw(n, name).value.elts[i] = ast.Constant(value)
-    return f
-
-
-def _set_kw(name, value):
-    def f(n):
-        _kw(n, name).value = ast.Constant(value)
-    return f
+def _keep_arg(i):
+    return lambda n: n.args[i]
 
 
 def _set_arg(i, value):
@@ -466,15 +614,161 @@ def _clear_args(n):
     n.args = []
 
 
-def mutants(source: str) -> list[tuple[str, str]]:
-    """セルのソース -> [(説明, 変異体のソース)]。解答ブロックの行だけを変える。"""
+def _shift_kw(name, d):
+    def f(n):
+        kw = _kw(n, name)
+        kw.value = _plus(kw.value, d)
+    return f
+
+
+def _shift_index(d):
+    def f(n):
+        n.slice = ast.Constant(n.slice.value + d)
+    return f
+
+
+def _drop_kw(name):
+    def f(n):
+        n.keywords = [k for k in n.keywords if k.arg != name]
+    return f
+
+
+def _add_kw(name, value):
+    return _add_kw_node(name, ast.Constant(value))
+
+
+def _add_kw_node(name, node):
+    def f(n):
+        n.keywords.append(ast.keyword(arg=name, value=node))
+    return f
+
+
+def _set_kw(name, value):
+    return _set_kw_node(name, ast.Constant(value))
+
+
+def _set_kw_node(name, node):
+    def f(n):
+        _kw(n, name).value = node
+    return f
+
+
+def _drop_kw_elt(name, i):
+    def f(n):
+        del _kw(n, name).value.elts[i]
+    return f
+
+
+def _set_kw_elt(name, i, value):
+    return _set_kw_elt_node(name, i, ast.Constant(value))
+
+
+def _set_kw_elt_node(name, i, node):
+    def f(n):
+        _kw(n, name).value.elts[i] = node
+    return f
+
+
+def _swap_kw_elts(name, i, j):
+    def f(n):
+        e = _kw(n, name).value.elts
+        e[i], e[j] = e[j], e[i]
+    return f
+
+
+def _set_attr(new):
+    def f(n):
+        n.func.attr = new
+    return f
+
+
+def _replace_func(name):
+    def f(n):
+        n.func = ast.Name(id=name, ctx=ast.Load())
+    return f
+
+
+def _flip_sign(n):
+    n.op = ast.Sub() if isinstance(n.op, ast.Add) else ast.Add()
+
+
+def _negate_compare(n):
+    n.ops = [ast.NotEq() if isinstance(n.ops[0], ast.Eq) else ast.Eq()]
+
+
+def _drop_jit(n):
+    n.decorator_list = [d for d in n.decorator_list if ast.unparse(d) != "jax.jit"]
+
+
+def _per_call_decorator(n):
+    n.decorator_list = [ast.Name("rejit_each_call", ast.Load()) if ast.unparse(d) == "jax.jit" else d
+                        for d in n.decorator_list]
+
+
+def _swap_return(n):
+    e = n.value.elts
+    e[0], e[1] = e[1], e[0]
+
+
+def _set_const(value):
+    def f(n):
+        n.value = ast.Constant(value)
+    return f
+
+
+def _set_dict_value(k, value):
+    def f(n):
+        n.values[k] = ast.Constant(value)
+    return f
+
+
+def _set_default(field, i, value):
+    def f(n):
+        getattr(n.args, field)[i] = ast.Constant(value)
+    return f
+
+
+# ---------------------------------------------------------------- 変異体を作る
+
+def _in_block(node, lines: range) -> bool:
+    return getattr(node, "lineno", None) in lines
+
+
+def _context(tree: ast.AST, lines: range) -> tuple[Context, ast.AST | None]:
+    block = [n for n in ast.walk(tree) if _in_block(n, lines)]
+    axis_names = [a.value for n in block if isinstance(n, ast.Call) and _name(n.func) in ("P", "PartitionSpec")
+                  for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    has_ppermute = any(isinstance(n, ast.Call) and _name(n.func) == "ppermute" for n in block)
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    holder = None  # 解答ブロックを持つ、いちばん内側の関数（その def の既定値も変異の対象）
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and n.lineno < lines.start and (n.end_lineno or 0) >= lines.stop - 1:
+            if holder is None or n.lineno > holder.lineno:
+                holder = n
+    return Context(tree, lines, axis_names, has_ppermute, functions), holder
+
+
+def _sites(tree: ast.AST, lines: range) -> list[Site]:
+    ctx, holder = _context(tree, lines)
+    sites: list[Site] = []
+    for index, node in enumerate(ast.walk(tree)):
+        inside = _in_block(node, lines)
+        if not inside and node is not holder:
+            continue
+        for op in OPERATORS:
+            if isinstance(node, op.nodes) and (inside or op.signature):
+                sites += [Site(index, label, apply, op.name) for label, apply in op.make(node, ctx)]
+    return sites
+
+
+def _mutants(source: str) -> Iterator[tuple[str, str, str]]:
+    """セルのソース -> (演算子, 説明, 変異体のソース)。解答と同じソースや、前と同じ変異体は作らない。"""
     lines = source.splitlines()
     begin = next(i for i, ln in enumerate(lines, 1) if "### BEGIN SOLUTION" in ln)
     end = next(i for i, ln in enumerate(lines, 1) if "### END SOLUTION" in ln)
-    block = range(begin + 1, end)
     tree = ast.parse(source)
-    out, seen = [], set()
-    for site in _sites(tree, block):
+    seen, made = {ast.unparse(tree)}, []
+    for site in _sites(tree, range(begin + 1, end)):
         new = copy.deepcopy(tree)
         node = next(n for k, n in enumerate(ast.walk(new)) if k == site.index)
         replaced = site.apply(node)
@@ -483,8 +777,27 @@ def mutants(source: str) -> list[tuple[str, str]]:
         text = ast.unparse(ast.fix_missing_locations(new))
         if text not in seen:
             seen.add(text)
-            out.append((site.label, text))
-    return out
+            made.append((site, text))
+    # 同じ説明の変異体が 2 つ以上あれば、ソースの順に 2 番目から「（k 番目）」をつける（等価変異体の表で区別できるように）
+    nodes = list(ast.walk(tree))
+    position = {site.index: (getattr(nodes[site.index], "lineno", 0), getattr(nodes[site.index], "col_offset", 0))
+                for site, _ in made}
+    number: dict[int, str] = {}
+    for label in {site.label for site, _ in made}:
+        same = sorted((position[site.index], k) for k, (site, _) in enumerate(made) if site.label == label)
+        number.update({k: f"（{i} 番目）" for i, (_, k) in enumerate(same[1:], start=2)})
+    for k, (site, text) in enumerate(made):
+        yield site.operator, site.label + number.get(k, ""), text
+
+
+def mutants(source: str) -> list[tuple[str, str]]:
+    """セルのソース -> [(説明, 変異体のソース)]。解答ブロックの行（と、解答を持つ関数の既定値）だけを変える。"""
+    return [(label, text) for _, label, text in _mutants(source)]
+
+
+def mutants_by_operator(source: str) -> list[tuple[str, str, str]]:
+    """セルのソース -> [(演算子の名前, 説明, 変異体のソース)]。"""
+    return list(_mutants(source))
 
 
 def _replace(tree, old, new):
@@ -501,7 +814,17 @@ def _replace(tree, old, new):
     raise ValueError("node not found")
 
 
-# ---------------------------------------------------------------- vmap の代わりの Python ループ
+def operator_table() -> str:
+    """演算子の一覧（名前、当てる節の型、説明）。"""
+    rows = []
+    for op in OPERATORS:
+        nodes = "/".join(t.__name__ for t in op.nodes) + ("+def" if op.signature else "")
+        rows.append(f"{op.name:24s} {nodes:22s} {op.doc}")
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- 同じ値を別の手段で作る関数（変異体の中で呼ぶ）
+# どれも元の API と同じ引数を受け取り、同じ値を返します。tests/tools/test_mutate.py が元の演算と比べます。
 
 def loop_vmap(fn, in_axes=0, out_axes=0, **_):
     """jax.vmap と同じ結果を、バッチを 1 件ずつ Python で回して作る（チェックが見抜くべき書き方）。"""
@@ -521,6 +844,184 @@ def loop_vmap(fn, in_axes=0, out_axes=0, **_):
     return run
 
 
+def map_vmap(fn, in_axes=0, out_axes=0, **_):
+    """jax.vmap と同じ結果を、lax.map（バッチを 1 件ずつ回す scan）で作る。"""
+    import jax
+    import jax.numpy as jnp
+
+    def run(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        mapped = tuple(jax.tree.map(lambda v, ax=ax: jnp.moveaxis(v, ax, 0), a)
+                       for a, ax in zip(args, axes) if ax is not None)
+
+        def one(xs):
+            it = iter(xs)
+            return fn(*[a if ax is None else next(it) for a, ax in zip(args, axes)])
+
+        out = jax.lax.map(one, mapped)
+        return jax.tree.map(lambda v: jnp.moveaxis(v, 0, out_axes), out)
+
+    return run
+
+
+def loop_scan(f, init, xs=None, length=None, reverse=False, unroll=1, **_):
+    """lax.scan と同じ結果を、Python のループで 1 ステップずつ書き下して作る。"""
+    import jax
+    import jax.numpy as jnp
+
+    n = length if xs is None else jax.tree.leaves(xs)[0].shape[0]
+    carry, ys = init, []
+    for i in (reversed(range(n)) if reverse else range(n)):
+        carry, y = f(carry, None if xs is None else jax.tree.map(lambda v: v[i], xs))  # noqa: B023
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    return carry, jax.tree.map(lambda *vs: jnp.stack(vs), *ys)
+
+
+class rejit_each_call:  # jax.jit と同じ書き方で使うので小文字
+    """jax.jit と同じ使い方で、呼ぶたびに新しい関数を jit する（毎回トレースとコンパイルをし直す）。"""
+
+    def __init__(self, fun=None, **options):
+        self.fun, self.options = fun, options
+        if fun is not None:
+            functools.update_wrapper(self, fun)
+
+    def _fresh(self):
+        import jax
+
+        fun = self.fun
+
+        def fresh(*args, **kwargs):
+            return fun(*args, **kwargs)
+
+        with contextlib.suppress(AttributeError, TypeError):
+            functools.update_wrapper(fresh, fun)
+        return jax.jit(fresh, **self.options)
+
+    def __call__(self, *args, **kwargs):
+        return self._fresh()(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._fresh().lower(*args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return self._fresh().trace(*args, **kwargs)
+
+
+def _gather(x, axis_name, **kw):
+    """all_gather。全デバイスで同じ値の型になる形（to="invarying"）が使えればそれで（shard_map の out_specs=P() のため）。"""
+    from jax import lax
+
+    try:
+        return lax.all_gather(x, axis_name, to="invarying", **kw)
+    except Exception:  # pmap / vmap の軸など: ふつうの all_gather
+        return lax.all_gather(x, axis_name, **kw)
+
+
+def _tree(fn, x):
+    import jax
+
+    return jax.tree.map(fn, x)
+
+
+def psum_by_all_gather(x, axis_name, **_):
+    """lax.psum と同じ値を、all_gather で集めてから各デバイスで足して作る。"""
+    import jax.numpy as jnp
+
+    return _tree(lambda v: jnp.sum(_gather(v, axis_name), axis=0), x)
+
+
+def pmean_by_all_gather(x, axis_name, **_):
+    """lax.pmean と同じ値を、all_gather で集めてから各デバイスで平均して作る。"""
+    import jax.numpy as jnp
+
+    return _tree(lambda v: jnp.mean(_gather(v, axis_name), axis=0), x)
+
+
+def pmax_by_all_gather(x, axis_name, **_):
+    """lax.pmax と同じ値を、all_gather で集めてから各デバイスで最大を取って作る。"""
+    import jax.numpy as jnp
+
+    return _tree(lambda v: jnp.max(_gather(v, axis_name), axis=0), x)
+
+
+def _own_part(total, axis_name, scatter_dimension, tiled):
+    from jax import lax
+
+    n, me = lax.axis_size(axis_name), lax.axis_index(axis_name)
+    size = total.shape[scatter_dimension] // n
+    part = lax.dynamic_slice_in_dim(total, me * size, size, axis=scatter_dimension)
+    return part if tiled else part.squeeze(scatter_dimension)
+
+
+def psum_scatter_by_psum(x, axis_name, *, scatter_dimension=0, tiled=False, **_):
+    """lax.psum_scatter と同じ値を、psum で全体を足してから受け持つ部分を切り出して作る。"""
+    from jax import lax
+
+    return _own_part(lax.psum(x, axis_name), axis_name, scatter_dimension, tiled)
+
+
+def psum_scatter_by_all_gather(x, axis_name, *, scatter_dimension=0, tiled=False, **_):
+    """lax.psum_scatter と同じ値を、all_gather して各デバイスで足し、受け持つ部分を切り出して作る。"""
+    import jax.numpy as jnp
+
+    return _own_part(jnp.sum(_gather(x, axis_name), axis=0), axis_name, scatter_dimension, tiled)
+
+
+def ppermute_by_all_gather(x, axis_name, perm):
+    """lax.ppermute と同じ値を、all_gather で全部集めてから送信元の行を選んで作る（送信元のないデバイスは 0）。"""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    n, me = lax.axis_size(axis_name), lax.axis_index(axis_name)
+    source = np.full(n, -1)
+    for s, d in perm:
+        source[d] = s
+    src = jnp.asarray(source)[me]
+
+    def pick(v):
+        g = lax.all_gather(v, axis_name)
+        return jnp.where(src >= 0, g[jnp.maximum(src, 0)], jnp.zeros_like(v))
+
+    return _tree(pick, x)
+
+
+def all_to_all_by_all_gather(x, axis_name, split_axis, concat_axis, *, tiled=False, **_):
+    """lax.all_to_all（tiled=True）と同じ値を、concat_axis に all_gather してから split_axis の受け持つ部分を切り出して作る。"""
+    from jax import lax
+
+    n, me = lax.axis_size(axis_name), lax.axis_index(axis_name)
+    g = lax.all_gather(x, axis_name, axis=concat_axis, tiled=True)
+    size = x.shape[split_axis] // n
+    return lax.dynamic_slice_in_dim(g, me * size, size, axis=split_axis)
+
+
+def all_gather_by_psum(x, axis_name, *, axis=0, tiled=False, **_):
+    """lax.all_gather と同じ値を、自分の位置にだけ値を置いた (n, ...) の配列を psum して作る。"""
+    import jax.numpy as jnp
+    from jax import lax
+
+    n, me = lax.axis_size(axis_name), lax.axis_index(axis_name)
+
+    def gather(v):
+        mine = (jnp.arange(n) == me).reshape((n,) + (1,) * v.ndim)
+        stacked = lax.psum(jnp.where(mine, v[None], jnp.zeros_like(v)[None]), axis_name)
+        out = jnp.moveaxis(stacked, 0, axis)
+        if tiled:
+            out = out.reshape(v.shape[:axis] + (n * v.shape[axis],) + v.shape[axis + 1:])
+        return out
+
+    return _tree(gather, x)
+
+
+RUNTIME = {f.__name__: f for f in (
+    loop_vmap, map_vmap, loop_scan, rejit_each_call, psum_by_all_gather, pmean_by_all_gather, pmax_by_all_gather,
+    psum_scatter_by_psum, psum_scatter_by_all_gather, ppermute_by_all_gather,
+    all_to_all_by_all_gather, all_gather_by_psum)}
+
+
 # ---------------------------------------------------------------- 実行
 
 @dataclasses.dataclass
@@ -530,6 +1031,8 @@ class Outcome:
     status: str
     message: str
     equivalent: str | None = None
+    operator: str = ""
+    seconds: float = 0.0  # CPU の秒（変異体の定義とチェック）
 
     @property
     def killed(self) -> bool:
@@ -583,18 +1086,15 @@ def too_few(outcomes: list[Outcome], few: dict[str, str] | None = None) -> dict[
 
 
 def run_notebook(path: Path, equivalent: dict | None = None) -> list[Outcome]:
-    """解答ノートブック 1 冊の全変異体をチェックに通す。"""
-    import nbformat
-
+    """解答ノートブック 1 冊の全変異体をチェックに通す（1 つのインタプリタで、ノートブックは 1 度だけ実行）。"""
     equivalent = load_equivalent() if equivalent is None else equivalent
-    nb = nbformat.read(str(path), as_version=4)
     os.environ["CH6_GRADING"] = "1"  # ノートブックの ch6.check は何もしない
     ns: dict = {"__name__": "__main__"}
     results: list[Outcome] = []
     try:
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink):
-            cells = [c.source for c in nb.cells if c.cell_type == "code"]
+            cells = code_cells(path)
             for src in cells:
                 try:
                     exec(compile(_python(src), f"<{path.name}>", "exec"), ns)
@@ -607,14 +1107,23 @@ def run_notebook(path: Path, equivalent: dict | None = None) -> list[Outcome]:
                 base = _run(ns, src, ex_id, fn_name)
                 if base.status != "pass":
                     raise RuntimeError(f"{path.name} {ex_id}: the reference itself does not pass: {base.message}")
-                for label, text in mutants(src):
+                for op, label, text in _mutants(src):
                     out = _run(ns, text, ex_id, fn_name)
-                    out.label = label
+                    out.label, out.operator = label, op
                     out.equivalent = equivalent.get((ex_id, label))
                     results.append(out)
     finally:
         os.environ.pop("CH6_GRADING", None)
     return results
+
+
+def code_cells(path: Path) -> list[str]:
+    """ノートブックのコードセルのソース（JSON を直接読む: nbformat は読み込むだけで数秒かかる）。"""
+    import json
+
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in nb["cells"] if c["cell_type"] == "code"]
 
 
 def _python(src: str) -> str:
@@ -625,14 +1134,15 @@ def _python(src: str) -> str:
 def _run(ns: dict, src: str, ex_id: str, fn_name: str) -> Outcome:
     import ch6
 
+    start = time.process_time()
     local = dict(ns)
-    local["loop_vmap"] = loop_vmap
+    local.update(RUNTIME)
     try:
         exec(compile(_python(src), "<mutant>", "exec"), local)
     except Exception as exc:  # 変異体が定義の時点で壊れた（これも見抜いたことにはしない: 数えない）
         return Outcome(ex_id, "", "broken", f"{type(exc).__name__}: {exc}")
     res = ch6.run_check(ex_id, local[fn_name])
-    return Outcome(ex_id, "", res.status, res.message)
+    return Outcome(ex_id, "", res.status, res.message, seconds=time.process_time() - start)
 
 
 def score(outcomes: list[Outcome]) -> tuple[int, int, int, float]:
@@ -669,11 +1179,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--min-score", type=float, default=0.95)
+    ap.add_argument("--operators", action="store_true", help="print the operator table and exit")
+    ap.add_argument("--verbose", action="store_true", help="print every mutant's status and the check's message")
     args = ap.parse_args(argv)
+    if args.operators:
+        print(operator_table())
+        return 0
     paths = [Path(p) for p in args.paths] or sorted((ROOT / "solutions").glob("*.ipynb"))
     outcomes = []
     for p in paths:
+        start = time.perf_counter()
         outcomes += run_notebook(p)
+        print(f"{p.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if args.verbose:
+        for o in outcomes:
+            print(f"{o.exercise:8s} {o.status:7s} {o.operator:22s} {o.label} :: {o.message[:150]}")
     print(report(outcomes))
     return 0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) else 1
 

@@ -1,5 +1,7 @@
 """チェックのミューテーションテスト（tools/mutate.py）: 解答例を壊した変異体の 95% 以上をチェックが見抜くこと。
-どの演習にも変異体が 5 つ以上あること（少ない演習は tools/mutants_equivalent.txt に理由）。
+どの演習にも変異体が 5 つ以上あること（少ない演習は tools/mutants_equivalent.txt に理由）。集団通信や変換を指定する
+演習では、値を保って手段だけを変えた変異体も見抜くこと（MEANS_REQUIRED）。値を保つ置き換えの関数が元の演算と同じ値を
+返すこともここで確かめます（演算子のソースの形は tests/tools/test_mutate_operators.py）。
 
 スコアはテストの最後の要約に表示されます（conftest.py の pytest_terminal_summary）。
 """
@@ -16,6 +18,20 @@ import mutate  # noqa: E402
 import pytest  # noqa: E402
 
 MIN_SCORE = 0.95
+VMAP = {"vmap_to_loop", "vmap_to_lax_map"}
+# 問題文が集団通信や変換（vmap・scan・1 度だけの jit）を指定する演習 -> 値を保って手段だけを変える演算子。
+# どれも、その演算子の変異体が 1 つ以上作られ、チェックに落とされること（issue 34）。
+MEANS_REQUIRED = {
+    "6.1-1": VMAP, "6.1-2": VMAP, "6.1-3": VMAP, "6.1-4": VMAP, "6.1-5": VMAP, "6.1-6": {"collective_by_gather"},
+    "6.2-1": {"collective_by_gather"}, "6.2-3": {"ppermute_by_gather"},
+    "6.3b-1": {"collective_by_gather"}, "6.3b-2": {"ppermute_by_gather"}, "6.3b-3": {"collective_by_gather"},
+    "6.3b-4": {"collective_by_gather"}, "6.3b-5": {"scatter_by_reduce"},
+    "6.3c-1": {"collective_by_gather", "jit_per_call"}, "6.3c-2": {"collective_by_gather"},
+    "6.4-1": VMAP, "6.4-2": VMAP, "6.4-3": {"scan_to_loop", "jit_decorator_per_call"},
+    "6.7-2": {"scan_to_loop"}, "6.7-4": {"jit_per_call"},
+    "6.8a-1": {"ppermute_by_gather"}, "6.8b-4": {"all_to_all_by_gather"},
+    "6.10-3": {"collective_by_gather"}, "6.10-4": {"jit_per_call", "jit_static_arg"},
+}
 
 
 def test_operators_make_the_mutants_the_issue_lists():
@@ -31,7 +47,7 @@ def test_operators_make_the_mutants_the_issue_lists():
 '''
     labels = [label for label, _ in mutate.mutants(src)]
     for expected in ("in_axes の 0 番目と 1 番目を入れ替える", "out_axes: 0 → 1", "psum → pmean", "psum → pmax",
-                     "vmap → Python のループ", "jit を呼ぶたびに作り直す", "返すタプルの順番を入れ替える",
+                     "vmap → Python のループ", "jit を呼ぶたびに作り直す（jax.jit(h)）", "返すタプルの順番を入れ替える",
                      "P('data', None) → P()（複製）", "P('data', None): 'data' → None"):
         assert expected in labels, (expected, labels)
     assert any(label.startswith("割り算を消す") for label in labels)
@@ -102,6 +118,100 @@ def test_loop_vmap_matches_vmap_with_a_python_loop():
                                jax.vmap(f, in_axes=(None, 1), out_axes=1)(W, xs.T))
 
 
+def test_map_vmap_and_loop_scan_match_vmap_and_scan():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    W = jnp.arange(6.0).reshape(2, 3)
+    xs = jnp.arange(12.0).reshape(4, 3)
+    f = lambda W, x: W @ x  # noqa: E731
+    np.testing.assert_allclose(mutate.map_vmap(f, in_axes=(None, 0))(W, xs), jax.vmap(f, in_axes=(None, 0))(W, xs))
+    np.testing.assert_allclose(mutate.map_vmap(f, in_axes=(None, 1), out_axes=1)(W, xs.T),
+                               jax.vmap(f, in_axes=(None, 1), out_axes=1)(W, xs.T))
+    step = lambda c, x: (c + x.sum(), {"twice": c * 2})  # noqa: E731
+    for reverse in (False, True):
+        want, got = jax.lax.scan(step, 0.0, xs, reverse=reverse), mutate.loop_scan(step, 0.0, xs, reverse=reverse)
+        jax.tree.map(np.testing.assert_allclose, got, want)
+    assert mutate.loop_scan(lambda c, x: (c + x, None), 0.0, xs)[1] is None
+
+
+def test_rejit_each_call_traces_again_on_every_call_where_jit_traces_once():
+    import jax
+    import jax.numpy as jnp
+
+    traces = []
+
+    def double(v):
+        traces.append(1)
+        return v * 2
+
+    x = jnp.arange(3.0)
+    once = jax.jit(double)
+    once(x), once(x)
+    assert len(traces) == 1
+    again = mutate.rejit_each_call(double)
+    again(x), again(x), again.lower(x)
+    assert len(traces) == 4
+
+    @mutate.rejit_each_call
+    def donate(a, b):
+        traces.append(1)
+        return a + b
+
+    assert float(donate(x, x)[1]) == 2.0 and len(traces) == 5
+
+
+def test_runtime_functions_give_the_values_of_the_collectives_they_replace(n_devices):
+    """値を保つ演算子の置き換え先は、shard_map・pmap・vmap（axis_name）の中で元の集団通信と同じ値を返す。"""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    n = n_devices
+    mesh = jax.make_mesh((n,), ("x",))
+    x = (jnp.arange(n * n * 3 * n, dtype=jnp.float32).reshape(n * n, 3 * n) % 7.0) ** 1.3
+
+    def same(real, other, out_specs=P("x")):
+        run = lambda body: jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=out_specs))(  # noqa: E731
+            jax.device_put(x, NamedSharding(mesh, P("x"))))
+        np.testing.assert_allclose(run(other), run(real), rtol=1e-6)
+
+    same(lambda v: lax.psum(v, "x"), lambda v: mutate.psum_by_all_gather(v, "x"), P())
+    same(lambda v: lax.pmean(v, "x"), lambda v: mutate.pmean_by_all_gather(v, "x"), P())
+    same(lambda v: lax.pmax(v, "x"), lambda v: mutate.pmax_by_all_gather(v, "x"), P())
+    for d in (0, 1):
+        for by in (mutate.psum_scatter_by_psum, mutate.psum_scatter_by_all_gather):
+            same(lambda v: lax.psum_scatter(v, "x", scatter_dimension=d, tiled=True),  # noqa: B023
+                 lambda v: by(v, "x", scatter_dimension=d, tiled=True))  # noqa: B023
+    perm = [(i, (i + 3) % n) for i in range(n)][: max(1, n - 1)]
+    same(lambda v: lax.ppermute(v, "x", perm), lambda v: mutate.ppermute_by_all_gather(v, "x", perm))
+    same(lambda v: lax.ppermute(v, "x", perm=perm), lambda v: mutate.ppermute_by_all_gather(v, "x", perm=perm))
+    for split, concat in ((1, 0), (0, 1)):
+        same(lambda v: lax.all_to_all(v, "x", split, concat, tiled=True),  # noqa: B023
+             lambda v: mutate.all_to_all_by_all_gather(v, "x", split, concat, tiled=True))  # noqa: B023
+    for axis in (0, 1):
+        for tiled in (False, True):
+            same(lambda v: lax.all_gather(v, "x", axis=axis, tiled=tiled)[None],  # noqa: B023
+                 lambda v: mutate.all_gather_by_psum(v, "x", axis=axis, tiled=tiled)[None])  # noqa: B023
+    if n % 2 == 0:  # 2 つの軸をまとめた名前
+        mesh2 = jax.make_mesh((2, n // 2), ("h", "l"))
+        run2 = lambda body: jax.jit(jax.shard_map(body, mesh=mesh2, in_specs=P(("h", "l")), out_specs=P()))(  # noqa: E731
+            jax.device_put(x, NamedSharding(mesh2, P(("h", "l")))))
+        np.testing.assert_allclose(run2(lambda v: mutate.pmean_by_all_gather(v, ("h", "l"))),
+                                   run2(lambda v: lax.pmean(v, ("h", "l"))), rtol=1e-6)
+    rows = jnp.arange(n * 3.0).reshape(n, 3)
+    np.testing.assert_allclose(jax.pmap(lambda v: mutate.psum_by_all_gather(v, "i"), axis_name="i")(rows),
+                               jax.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(rows))
+    np.testing.assert_allclose(jax.pmap(lambda v: mutate.ppermute_by_all_gather(v, "i", perm), axis_name="i")(rows),
+                               jax.pmap(lambda v: lax.ppermute(v, "i", perm), axis_name="i")(rows))
+    np.testing.assert_allclose(jax.vmap(lambda v: mutate.pmean_by_all_gather(v, "b"), axis_name="b")(rows),
+                               jax.vmap(lambda v: lax.pmean(v, "b"), axis_name="b")(rows), rtol=1e-6)
+
+
 def test_equivalent_list_names_real_mutants():
     table = mutate.load_equivalent()
     for (ex, label), reason in table.items():
@@ -126,6 +236,10 @@ def test_mutation_score(record_property):
     few = mutate.too_few(outcomes)
     assert not few, (f"exercises with fewer than {mutate.MIN_MUTANTS} mutants and no '(few mutants)' reason in "
                      f"tools/mutants_equivalent.txt (add operators to tools/mutate.py or give the reason): {few}\n{text}")
+    missing = {(ex, op) for ex, ops in MEANS_REQUIRED.items() for op in ops
+               if not any(o.exercise == ex and o.operator == op and o.killed for o in outcomes)}
+    assert not missing, (f"exercises whose statement requires a collective or a transform, without a killed mutant "
+                         f"that keeps the values and changes the means: {sorted(missing)}\n{text}")
     counts = {ex: sum(o.status != "broken" for o in os_) for ex, os_ in mutate.per_exercise(outcomes).items()}
     stale_few = {ex for ex in mutate.load_few() if counts.get(ex, 0) >= mutate.MIN_MUTANTS}
     assert not stale_few, f"'(few mutants)' is listed for exercises that now have enough mutants: {sorted(stale_few)}"
