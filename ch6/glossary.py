@@ -311,7 +311,7 @@ def scan_file(p: Path) -> list[Hit]:
 
 
 # 学習者が読む文字列のあるファイル（用語集自身・採点の内部・テストは除く）
-LEARNER_GLOBS = ("notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb", "README.md",
+LEARNER_GLOBS = ("notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb", "README.md", "docs/*.md", "site/*.md",
                  "ch6/checks/**/*.py", "ch6/draw/**/*.py", "ch6/multihost/**/*.py", "ch6/*.py")
 NOT_LEARNER = {"ch6/glossary.py", "ch6/sanitize.py", "ch6/nbrun.py", "ch6/grade.py"}
 

@@ -339,7 +339,7 @@ def toctree() -> str:
     names = "\n".join(f"notebooks/{nb.stem}" for nb in lessons())
     docs = "".join(f"docs/{d.stem}\n" for d in doc_pages())
     return (
-        "\n\n```{toctree}\n:caption: レッスン\n:hidden:\n\n" + names + "\n```\n\n"
+        "\n\n```{toctree}\n:caption: 本編\n:hidden:\n\n" + names + "\n```\n\n"
         "```{toctree}\n:caption: 資料\n:hidden:\n\nglossary\nteachers\n" + docs + "maintainers\n```\n"
     )
 

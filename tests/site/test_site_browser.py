@@ -301,7 +301,7 @@ def test_navigation_follows_the_course_in_japanese(site):
     assert order == ["index.html", *lesson_pages(), "glossary.html", "teachers.html", *docs, "maintainers.html"]
     captions = site.page.evaluate(
         "[...document.querySelectorAll('.bd-sidebar-primary p.caption')].map((p) => p.textContent.trim())")
-    assert captions == ["レッスン", "資料"]
+    assert captions == ["本編", "資料"]
     assert site.page.evaluate("document.documentElement.lang") == "ja"
 
 
