@@ -80,8 +80,8 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
             ways = _ways(entry, mesh)
             if size % ways:
                 logical = spec[dim]
-                raise Fail(f"{what}: 規則が {logical} を {entry}（{ways} 方向）に分割していますが、パラメータ {name} のその次元は"
-                           f" {size} で割り切れず、配置できません。割り切れない論理軸は分割しない約束です。")
+                raise Fail(f"{what}: 規則が {logical} を {entry}（{ways} 方向）に分割していますが、パラメータ {name} のその次元の"
+                           f"大きさ {size} は {ways} で割り切れないので、配置できません。割り切れない論理軸は分割しない約束です。")
             count *= size // ways
         out[name] = count
     return out
@@ -100,7 +100,8 @@ def _rules_dict(out, what: str) -> dict:
 
 
 def cases(r):
-    """(説明, config, mesh の形): 割り切れる・heads だけ割り切れない・embed が割り切れない・大きさ 1 の軸。"""
+    """(説明, config, mesh の形): 割り切れる・heads だけ割り切れない・embed が割り切れない・大きさ 1 の軸・
+    tensor だけで割り切れる。"""
     from jax.sharding import AbstractMesh
 
     def mesh(shape):
@@ -116,6 +117,9 @@ def cases(r):
         ("tensor が 1 のメッシュ", Config(d_model=36, n_heads=3, d_head=4, d_ff=36, n_layers=1), mesh((2, 3, 1))),
         ("語彙が tensor で割り切れない設定", Config(vocab=250, d_model=24, n_heads=4, d_head=6, d_ff=48, n_layers=1),
          mesh((1, 2, 4))),
+        # heads と d_ff は tensor（2）で割り切れ、data・fsdp（3）では割り切れない: 違う軸で試す答えは複製が増える
+        ("ヘッドと d_ff が tensor だけで割り切れる設定", Config(d_model=60, n_heads=4, d_head=5, d_ff=100, n_layers=1),
+         mesh((3, 3, 2))),
     ]
 
 
@@ -140,6 +144,12 @@ def check_make_rules(fn):
             hint = ""
             if any(n.endswith(("wq", "wk", "wv", "wo")) for n in more) and config.n_heads % mesh.shape["tensor"]:
                 hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor に分割できます。"
+            ref = reference(config, mesh)
+            unsplit = [k for k in ("embed", "heads", "head_dim", "mlp", "vocab")
+                       if k in ref and to_mesh_spec((k,), rules, mesh) != to_mesh_spec((k,), ref, mesh)]
+            if unsplit and not hint:
+                hint = (f"論理軸 {'・'.join(unsplit)} は、その大きさが "
+                        f"{'・'.join(sorted({ref[k] for k in unsplit}))} の大きさで割り切れるので分割できます。")
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
-    return "隠しの 5 つの設定とメッシュで、どのパラメータも配置でき、1 デバイスあたりの要素数が最小になりました。"
+    return "隠しの 6 つの設定とメッシュで、どのパラメータも配置でき、1 デバイスあたりの要素数が最小になりました。"

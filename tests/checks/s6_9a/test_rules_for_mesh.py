@@ -1,5 +1,6 @@
 """6.9a-1 make_rules: 参照と別の正解（大きさ 1 の軸も書く、割り切れない軸を None にする）は通り、本編の規則の写し、
-バッチを tensor にも分割する、バッチの順序、head_dim に回さない、語彙を分割しない、同じ軸を 2 度使う、
+バッチを tensor にも分割する、バッチの順序、head_dim に回さない、語彙を分割しない、割り切れを tensor でない軸で
+試す、同じ軸を 2 度使う、
 辞書でない答えはそれぞれの言葉で落ちる。"""
 from ch6 import Status
 from ch6.checks.s6_9a.rules_for_mesh import reference
@@ -25,7 +26,7 @@ def test_explicit_none_and_size_one_axes_pass():
 
 
 def test_copy_of_lesson_rules_cannot_be_placed():
-    expect(EX, lambda config, mesh: dict(RULES["fsdp_tp"]), Status.FAIL, "割り切れず", "配置できません")
+    expect(EX, lambda config, mesh: dict(RULES["fsdp_tp"]), Status.FAIL, "大きさ 256 は 3 で割り切れない", "配置できません")
 
 
 def test_batch_over_tensor_is_named():
@@ -48,7 +49,38 @@ def test_no_head_dim_fallback_is_named():
 def test_vocab_left_replicated():
     def wrong(config, mesh):
         return {k: v for k, v in reference(config, mesh).items() if k != "vocab"}
-    expect(EX, wrong, Status.FAIL, "必要以上に複製", "embed")
+    expect(EX, wrong, Status.FAIL, "必要以上に複製", "embed", "論理軸 vocab")
+
+
+def _tested_against(axis_of):
+    """heads と mlp の割り切れを、tensor でなく axis_of(mesh) の軸で試す答え。"""
+    def wrong(config, mesh):
+        rules = {k: v for k, v in reference(config, mesh).items() if k not in ("heads", "mlp", "head_dim")}
+        a = mesh.shape[axis_of]
+        if config.n_heads % a == 0:
+            rules["heads"] = "tensor"
+        elif config.d_head % a == 0:
+            rules["head_dim"] = "tensor"
+        if config.d_ff % a == 0:
+            rules["mlp"] = "tensor"
+        return rules
+    return wrong
+
+
+def test_divisibility_tested_against_the_wrong_axis():
+    expect(EX, _tested_against("fsdp"), Status.FAIL, "必要以上に複製")
+    expect(EX, _tested_against("data"), Status.FAIL)
+
+
+def test_the_tensor_only_case_catches_heads_and_mlp_tested_against_fsdp():
+    def wrong(config, mesh):                     # head_dim の代わりは正しく、heads と mlp だけ fsdp で試す
+        rules = reference(config, mesh)
+        f = mesh.shape["fsdp"]
+        for name, size in (("heads", config.n_heads), ("mlp", config.d_ff)):
+            if rules.get(name) == "tensor" and size % f:
+                del rules[name]
+        return rules
+    expect(EX, wrong, Status.FAIL, "tensor だけで割り切れる設定", "論理軸 heads・mlp", "tensor の大きさ")
 
 
 def test_same_axis_twice_and_unknown_axis():
