@@ -196,3 +196,18 @@ def chip(name: str) -> Chip:
         if c.name == name:
             return c
     raise KeyError(f"{name!r} is not in ch6.hardware.CHIPS: {[c.name for c in CHIPS]}")
+
+
+#: ``jax.Device.device_kind`` → 表の行の名前。TPU の device_kind は世代の名前と違います（v5e は "TPU v5 lite"、
+#: v5p は "TPU v5"、v6e は "TPU v6 lite"）。似た名前で選ぶと v5p を v5e と取り違えるので、完全に一致するものだけ。
+DEVICE_KINDS: dict[str, str] = {
+    "TPU v5 lite": "TPU v5e", "TPU v5e": "TPU v5e", "TPU v5": "TPU v5p", "TPU v5p": "TPU v5p",
+    "TPU v6 lite": "TPU v6e", "TPU v6e": "TPU v6e",
+    "NVIDIA H100 80GB HBM3": "H100 SXM", "NVIDIA H200": "H200 SXM", "NVIDIA B200": "B200 (HGX)",
+}
+
+
+def for_device_kind(kind: str) -> Chip | None:
+    """``jax.devices()[0].device_kind`` のチップの行。表にないチップ（CPU を含む）は None。"""
+    name = DEVICE_KINDS.get(kind.strip())
+    return None if name is None else chip(name)

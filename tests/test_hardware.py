@@ -78,3 +78,15 @@ def test_a_row_without_its_link_fields_is_refused():
         dataclasses.replace(row, kind="NPU")
     gpu = dataclasses.replace(chip("H100 SXM"), name="hidden", nvlink_oneway=100 * GB)
     assert isinstance(gpu, Chip) and gpu.axis_bw == 100 * GB
+
+
+def test_device_kind_picks_the_exact_row_and_never_a_similar_name():
+    from ch6 import hardware
+
+    assert hardware.for_device_kind("TPU v5 lite").name == "TPU v5e"
+    assert hardware.for_device_kind("TPU v5").name == "TPU v5p"  # 部分一致なら v5e を選んでしまう
+    assert hardware.for_device_kind("TPU v6 lite").name == "TPU v6e"
+    assert hardware.for_device_kind("NVIDIA H200").name == "H200 SXM"
+    assert hardware.for_device_kind("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert hardware.for_device_kind("cpu") is None and hardware.for_device_kind("NVIDIA A100-SXM4-40GB") is None
+    assert set(hardware.DEVICE_KINDS.values()) <= {c.name for c in hardware.CHIPS}

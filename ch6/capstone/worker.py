@@ -13,8 +13,9 @@
   なければ最初から学習します。書きかけのチェックポイント（一時ディレクトリ）は Orbax が数えません。
 - 各プロセスは :class:`ch6.capstone.data.ByteBatches` でグローバルバッチのうちそのプロセスの行だけを作ります。
 - ``--save-every k`` ステップおきに非同期で保存します。
-- ``--cache-dir`` を渡すと JAX の永続コンパイルキャッシュを使います（起動し直したとき、同じメッシュの学習ステップを
-  コンパイルし直さない）。CPU のコード生成の最適化は、``--optimize`` を付けない限り省きます（コンパイルが速くなる）。
+- ``--cache-dir`` を渡すと JAX の永続コンパイルキャッシュを使います。キャッシュに書くのはプロセス 0 だけで、
+  起動し直したとき、プロセス 0 は同じメッシュの学習ステップをコンパイルし直しません（CPU のこの構成では、
+  プロセス 1 のキャッシュのキーが違うので、プロセス 1 はコンパイルし直します）。CPU のコード生成の最適化は、``--optimize`` を付けない限り省きます（コンパイルが速くなる）。
 - ``--die-at s --die-process p``: プロセス p が、ステップ s の保存を始めた直後に SIGKILL で自分を止めます
   （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。
 - 最後に ``RESULT {...}`` の 1 行（JSON）を出します（再開したステップ、各ステップの損失）。
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     ap.add_argument("--die-at", type=int, help="このステップの保存を始めた直後に止まる")
     ap.add_argument("--die-process", type=int, default=1)
     ap.add_argument("--heartbeat-timeout", type=int, default=10)
-    ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュ（起動し直したとき、同じプログラムをコンパイルし直さない）")
+    ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュ（プロセス 0 が書き、起動し直したときプロセス 0 はコンパイルし直さない）")
     ap.add_argument("--optimize", action="store_true",
                     help="CPU のコード生成を最適化する（既定は省いて、コンパイルを約半分の時間にする）")
     ap.add_argument("--json", action="store_true", help="（ランチャが付ける。RESULT 行はいつも出す）")
