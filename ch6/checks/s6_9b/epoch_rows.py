@@ -51,6 +51,11 @@ def wrong_answer(kind, data, step, p, count, batch, seq, seed):
         e, s = divmod(step, steps_per_epoch)
         ids = np.random.default_rng((seed, e)).permutation(len(win))[s * batch:(s + 1) * batch]
         return win[ids][p * per:(p + 1) * per]
+    if kind == "batch_epoch":  # バッチ全体に、先頭の窓のエポック t·B // W の順序を使う
+        e = step * batch // len(win)
+        order = np.random.default_rng((seed, e)).permutation(len(win))
+        ids = [order[k % len(win)] for k in range(step * batch, (step + 1) * batch)]
+        return win[np.asarray(ids)][p * per:(p + 1) * per]
     if kind == "same_order":  # どのエポックも同じ並べ替え（エポック 0 の順序）
         ids = [np.random.default_rng((seed, 0)).permutation(len(win))[k % len(win)]
                for k in range(step * batch, (step + 1) * batch)]
@@ -63,6 +68,7 @@ _MISTAKES = (
     ("process_seed", "プロセスごとに乱数の種を変えたので、プロセスの数を変えるとグローバルバッチが変わります。並べ替えはプロセスによらず (seed, エポック) だけで決めます。"),
     ("strided", "行を飛び飛びに（p, p + P, …）取っています。プロセス p はグローバルバッチの連続した行 p·B/P から (p+1)·B/P までを受け持ちます。"),
     ("one_epoch", "エポックの境目で前のエポックの残りの窓を捨てています。窓の列はエポックをつないだものなので、境目をまたぐバッチは前のエポックの残りと次のエポックの先頭から作ります。"),
+    ("batch_epoch", "境目をまたぐバッチで、次のエポックに入った窓にも前のエポックの順序を使っています。窓ごとに e = k // W を求め、そのエポックの順序から取ります。"),
     ("same_order", "どのエポックも同じ順序で窓を並べています。エポック e の順序は default_rng((seed, e)) の並べ替えです。"),
 )
 
@@ -74,7 +80,8 @@ def cases(r):
         data = r.integers(0, 256, size=length).astype(np.uint8)
         w = length // (seq + 1)
         cross = (w // batch) if w % batch else max(0, w // batch - 1)   # エポックの境目をまたぐステップ
-        steps = sorted({0, cross, cross + 1, 3 * w // batch + 1})
+        # 境目をまたがないことの多い遅いステップを境目より先に確かめる（「どのエポックも同じ順序」を先に名指す）
+        steps = list(dict.fromkeys([0, 3 * w // batch + 1, cross, cross + 1]))
         counts = [c for c in (1, 2, 3, 4, 6) if batch % c == 0]
         out.append((f"隠しの文章 {length} バイト・seq {seq}・バッチ {batch}", data, batch, seq, int(r.integers(1, 99)),
                     steps, counts))
@@ -100,6 +107,9 @@ def check_process_rows(fn):
                                    f"形 {got.shape} が返りました。")
                     if not np.issubdtype(got.dtype, np.integer):
                         raise Fail(f"{where}: バイトのトークンは整数（int32）で返します。dtype は {got.dtype} でした。")
+                    if got.dtype != np.int32:
+                        raise Fail(f"{where}: トークンは int32 で返す約束です（学習ステップは int32 の入力でコンパイル"
+                                   f"します）。dtype は {got.dtype} でした（.astype(np.int32) で変えます）。")
                     if (got == want).all():
                         continue
                     for kind, message in _MISTAKES:

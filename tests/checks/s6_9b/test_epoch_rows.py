@@ -1,5 +1,6 @@
 """6.9b-1 process_rows: 参照と別の正解（グローバルバッチ全体を作ってから切る）は通り、本編の乱数の窓、
-プロセスごとの種、飛び飛びの行、エポックの境目で残りを捨てる、どのエポックも同じ順序、形・型・順序の誤りは
+プロセスごとの種、飛び飛びの行、エポックの境目で残りを捨てる、バッチ全体に 1 つのエポックの順序を使う、どのエポックも
+同じ順序、形・型（uint8・int64 も）・順序の誤りは
 それぞれの言葉で落ちる。"""
 import numpy as np
 
@@ -29,7 +30,7 @@ def test_whole_batch_then_slice_passes():
 
 
 def _slip(kind):
-    return lambda d, s, p, c, b, q, seed: wrong_answer(kind, np.asarray(d), s, p, c, b, q, seed)
+    return lambda d, s, p, c, b, q, seed: wrong_answer(kind, np.asarray(d), s, p, c, b, q, seed).astype(np.int32)
 
 
 def test_named_mistakes():
@@ -38,11 +39,14 @@ def test_named_mistakes():
     expect(EX, _slip("strided"), Status.FAIL, "飛び飛び")
     expect(EX, _slip("one_epoch"), Status.FAIL, "残りの窓を捨てて")
     expect(EX, _slip("same_order"), Status.FAIL, "同じ順序")
+    expect(EX, _slip("batch_epoch"), Status.FAIL, "次のエポックに入った窓にも前のエポックの順序")
 
 
 def test_shape_dtype_and_order():
     expect(EX, lambda *a: reference(*a)[:, :-1], Status.FAIL, "形")
     expect(EX, lambda *a: reference(*a).astype(np.float32), Status.FAIL, "整数")
+    expect(EX, lambda *a: reference(*a).astype(np.uint8), Status.FAIL, "int32 で返す約束", "uint8", ".astype(np.int32)")
+    expect(EX, lambda *a: reference(*a).astype(np.int64), Status.FAIL, "int32 で返す約束", "int64")
     expect(EX, lambda *a: reference(*a)[::-1], Status.FAIL, "行の順序")
     expect(EX, lambda *a: reference(*a) + 1, Status.FAIL, "一致しません")
     expect(EX, lambda *a: "rows", Status.FAIL, "形")
