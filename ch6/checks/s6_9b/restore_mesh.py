@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...checking import Fail, call, exercise
+from ...checking import Fail, LearnerError, call, exercise
 from .common import exercise_rng
 
 
@@ -79,6 +79,17 @@ def _pristine():
     return root / "ckpt", config, steps, {k: np.asarray(v) for k, v in _flat(saved).items()}
 
 
+def _explain_orbax_error(err: LearnerError, where: str, directory: Path) -> None:
+    """Orbax の英語の例外のうち、よくある原因の分かるものを日本語の Fail にする（分からなければ何もしない）。"""
+    text = str(err.exc)
+    if isinstance(err.exc, ValueError) and "not compatible with the stored shape" in text:
+        raise Fail(f"{where}: 行き先の形が保存した配列の形と合いません（Orbax の原文「{text.split('.')[0]}」）。"
+                   "abstract_state は引数の config から作ります（train.CONFIG ではなく）。") from None
+    if isinstance(err.exc, FileNotFoundError) and any(directory.glob("*.orbax-checkpoint-tmp")):
+        raise Fail(f"{where}: 書き終えていないステップを選んだため、見つかりませんでした（原文「{text}」）。"
+                   "完全なステップは mgr.latest_step()（または all_steps()）が返します。") from None
+
+
 @exercise("6.9b-2", "restore_onto")
 def check_restore_onto(fn):
     import jax
@@ -92,11 +103,21 @@ def check_restore_onto(fn):
         for m in subsets:
             devices = jax.devices()[:m]
             where = f"デバイス {m} 個のメッシュ"
-            out = call(fn, directory, config, devices)
+            try:
+                out = call(fn, directory, config, devices)
+            except LearnerError as err:
+                _explain_orbax_error(err, where, directory)
+                raise
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise Fail(f"{where}: (状態, データの位置) の 2 つ組を返してください。実際は {type(out).__name__} でした。")
             state, data_state = out
-            if not isinstance(data_state, dict) or "position" not in data_state:
+            if (isinstance(out[0], dict) and "position" in out[0] and isinstance(out[1], dict)
+                    and "params" in out[1]):
+                raise Fail(f"{where}: 2 つ組の順序が逆です。1 つ目が状態、2 つ目がデータの位置の辞書です。")
+            if isinstance(data_state, dict) and "position" not in data_state:
+                raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} のまま返します。"
+                           f"返った辞書には 'position' の項目がありません（項目: {', '.join(map(str, data_state))}）。")
+            if not isinstance(data_state, dict):
                 raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} のまま返します。"
                            f"実際は {type(data_state).__name__} でした。")
             if not isinstance(state, dict):
@@ -123,9 +144,10 @@ def check_restore_onto(fn):
                 if not np.allclose(np.asarray(leaf), want_values[name]):
                     raise Fail(f"{where}: {name} の値が保存した値と違います。")
                 if leaf.sharding.device_set != sharding.device_set:
-                    raise Fail(f"{where}: {name} がデバイス {len(leaf.sharding.device_set)} 個にあります。行き先の"
-                               "シャーディングを渡さずに復元すると、保存したときのメッシュのままです。"
-                               "新しいメッシュの abstract_state を渡してください。")
+                    k = len(leaf.sharding.device_set)
+                    raise Fail(f"{where}: {name} がデバイス {k} 個にありますが、渡した devices は {m} 個です。"
+                               "メッシュは引数の devices から lm.make_mesh(devices) で作り、その abstract_state を"
+                               "行き先に渡します。")
                 if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
                     raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
                                f"規則 fsdp_tp のとおりなら {sharding.spec} です。")
