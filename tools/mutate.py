@@ -92,6 +92,7 @@ class Context:
     axis_names: list[str]  # 解答ブロックの P("...") に書かれた軸の名前（最初のもの）
     has_ppermute: bool
     functions: dict[str, ast.FunctionDef]  # セルで定義された関数（名前 → 定義）
+    lowered: set[int] = dataclasses.field(default_factory=set)  # .lower / .trace するだけの呼び出し（節の id）
 
 
 @dataclasses.dataclass
@@ -309,7 +310,7 @@ def axis_index_zero(node, ctx):
 @operator(ast.Call)
 def jit_per_call(node, ctx):
     """jax.jit(f, ...) を、呼ぶたびに新しい関数を jit し直すもの（毎回トレースとコンパイル）にする。"""
-    if _dotted(node.func) == "jax.jit" and node.args:
+    if _dotted(node.func) == "jax.jit" and node.args and id(node) not in ctx.lowered:  # jax.jit(f).lower(…) は呼ばない
         yield f"jit を呼ぶたびに作り直す（{_text(node)}）", _replace_func("rejit_each_call")
 
 
@@ -745,7 +746,8 @@ def _context(tree: ast.AST, lines: range) -> tuple[Context, ast.AST | None]:
         if isinstance(n, ast.FunctionDef) and n.lineno < lines.start and (n.end_lineno or 0) >= lines.stop - 1:
             if holder is None or n.lineno > holder.lineno:
                 holder = n
-    return Context(tree, lines, axis_names, has_ppermute, functions), holder
+    lowered = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in ("lower", "trace")}
+    return Context(tree, lines, axis_names, has_ppermute, functions, lowered), holder
 
 
 def _sites(tree: ast.AST, lines: range) -> list[Site]:
