@@ -123,7 +123,7 @@ class _Script:
         for tag, other in ((_TEST, _REF), (_REF, _TEST)):
             if any(s // 1000 == other // 1000 for s in self.calls[tag]):
                 return ("一方のステップが返した状態を、もう一方のステップに渡しています。それぞれのステップは、"
-                        "自分が前に返した状態で進めます（同じ状態の損失は同じなので、ずれが見えません）。")
+                        "そのステップが前に返した状態で進めます（同じ状態の損失は同じなので、ずれが見えません）。")
         for tag in (_REF, _TEST):
             ks = [s % 1000 for s in self.calls[tag]]
             if len(ks) != len(set(ks)):
@@ -208,7 +208,7 @@ def check_losses_match(fn):
                        "等しさではなく、差が tol 未満かで比べます。")
         if answers["no_reduce"] and not answers["padded"]:
             raise Fail(f"{label}: 勾配の平均を忘れたステップを一致と判定しました。"
-                       "それぞれのステップを自分が返した状態で進め、すべてのステップの損失を比べます。")
+                       "それぞれのステップを、そのステップが返した状態で進め、すべてのステップの損失を比べます。")
         if answers["padded"]:
             raise Fail(f"{label}: パディングの行も平均に含めたステップを一致と判定しました。"
                        "どのステップでも差が tol 未満のときだけ True です。")
