@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ch6 import draw
-from tests.drawcheck import small_and_deterministic
+from tests.drawcheck import MAX_PNG_BYTES, small_and_deterministic
 
 NODES = [
     ("q", "複数のデバイスで\n動かす？", "問い", (2.0, 0.0)),
@@ -77,7 +77,7 @@ def test_texts_carry_names_shapes_and_axes():
 
 def test_small_deterministic_and_different_axes_give_different_pictures():
     a, b = _picture(1, 1), _picture(1, 1)
-    assert a.png == b.png and a.png.startswith(b"\x89PNG") and len(a.png) < 60_000
+    assert a.png == b.png and a.png.startswith(b"\x89PNG") and len(a.png) < MAX_PNG_BYTES
     assert b"Matplotlib" not in a.png
     assert _picture(1, 0).png != a.png and _picture(0, 0).png != a.png
 
@@ -85,7 +85,7 @@ def test_small_deterministic_and_different_axes_give_different_pictures():
 def test_long_axes_are_cut_and_said_so():
     d = _picture(0, 0, n=20)
     assert any("先頭の 12 個" in t for t in d.texts) and "…" in d.texts
-    assert len(d.png) < 60_000
+    assert len(d.png) < MAX_PNG_BYTES
 
 
 def test_disagreeing_batch_sizes_are_refused():

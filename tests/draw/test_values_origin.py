@@ -2,6 +2,7 @@
 import numpy as np
 
 from ch6 import draw
+from tests.drawcheck import MAX_PNG_BYTES
 
 
 def test_texts_carry_values_devices_and_op():
@@ -22,7 +23,7 @@ def test_origin_changes_the_picture_and_png_is_small_and_stable():
     b = draw.device_values_from(before, after, np.arange(4), op="ppermute")  # 同じ値でも送り元が違えば色が違う
     assert a.png != b.png
     assert a.png == draw.device_values_from(before, after, np.roll(np.arange(4), 1), op="ppermute").png
-    assert len(a.png) < 60_000
+    assert len(a.png) < MAX_PNG_BYTES
 
 
 def test_all_gather_shape():
@@ -31,4 +32,4 @@ def test_all_gather_shape():
     origin = np.tile(np.arange(3), (3, 1))
     d = draw.device_values_from(before, after, origin, op="all_gather")
     assert d.texts.count("2") >= 4  # 前に 1 つ、後に 3 つ
-    assert len(d.png) < 60_000
+    assert len(d.png) < MAX_PNG_BYTES
