@@ -492,9 +492,12 @@ def test_figure_opens_enlarged_and_closes(site):
         img.click();
         const big = document.querySelector('.course-zoom img');
         await big.decode();
-        return [img.naturalWidth, big.getBoundingClientRect().width, document.querySelector('.course-zoom p').textContent];
+        return [img.getBoundingClientRect().width, big.getBoundingClientRect().width,
+                document.querySelector('.course-zoom p').textContent, img.naturalWidth];
     })()""")
+    # 図は表示の 2 倍の解像度で保存してある: 拡大すると、表示の大きさの 1.5 倍以上（ふつうは PNG そのままの大きさ）
     assert size[1] >= 1.5 * size[0] or size[1] >= 1200, f"拡大していない: {size}"
+    assert size[3] >= 1.9 * size[0], f"図が高精細の画面のための 2 倍の解像度でない: {size}"
     assert size[2].startswith("図：")
     site.page.evaluate("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
     assert site.page.evaluate("document.querySelector('.course-zoom') === null")
