@@ -42,7 +42,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
 
-# 内側のループ: lint と、ノートブックもカーネルも起動しない速い単体テスト（測った値: CPU 94 秒、静かな 2 コアで約 50 秒。
+# 内側のループ: lint と、ノートブックもカーネルも起動しない速い単体テスト（測った値: 静かな 2 コアで 33 秒、CPU 54 秒。
 # カーネルやプロセスを起動する・モデルを学習する・全チェックを実行するテストは conftest.py の SLOW_MODULES / SLOW_TESTS で make test へ）
 # SECTION=s6_7 を付けると、その節のチェックの単体テストも（節のテストは全部なら make test、1 節なら make exercise も）
 quick: $(STAMP)
