@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import explain, meshes
 from ...checking import Fail, LearnerError, call, hidden_rng
+from ..specs import norm_spec, show_spec, spec_parts  # noqa: F401  節のモジュールはここから読む
 
 
 def exercise_rng(tag: int) -> np.random.Generator:
@@ -16,34 +17,6 @@ def mesh_1d_auto():
     from jax.sharding import AxisType
 
     return meshes.mesh_1d("data", AxisType.Auto)
-
-
-def _entries(spec) -> tuple:
-    """PartitionSpec の各次元の指定（unreduced などがあっても iter せずに読む）。"""
-    parts = getattr(spec, "partitions", None)
-    return tuple(parts) if parts is not None else tuple(spec)
-
-
-def norm_spec(spec) -> tuple:
-    """PartitionSpec を比べやすい形に: 1 要素のタプルは名前に、末尾の None は落とす。"""
-    out = []
-    for e in _entries(spec):
-        if isinstance(e, (tuple, list)):
-            e = tuple(e)
-            e = None if not e else (e[0] if len(e) == 1 else e)
-        out.append(e)
-    while out and out[-1] is None:
-        out.pop()
-    return tuple(out)
-
-
-def show_spec(spec, ndim: int = 0) -> str:
-    """表示用: 正規化して、ndim まで None で埋める（例: P('data', None)）。"""
-    e = list(norm_spec(spec))
-    if not e:
-        return "P()"
-    e += [None] * (ndim - len(e))
-    return "P(" + ", ".join(repr(v) for v in e) + ")"
 
 
 def raw_text(x) -> str:
@@ -70,7 +43,7 @@ def as_spec(x, what: str, ndim: int, axes: tuple[str, ...]):
         raise Fail(f"{what} は PartitionSpec のはずが、{type(x).__name__} でした。P('data', None) のように書きます。")
     if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
         raise Fail(f"{what} に unreduced / reduced の指定があります。この演習では各次元の分割だけを書きます。")
-    entries = _entries(x)
+    entries = spec_parts(x)
     if len(entries) > ndim:
         raise Fail(f"{what} = {raw_text(x)} は {len(entries)} 次元分ありますが、配列は {ndim} 次元です。")
     names: list[str] = []

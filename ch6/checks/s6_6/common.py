@@ -24,23 +24,6 @@ def shuffled_mesh(rng: np.random.Generator, names: tuple[str, str]):
     return jax.make_mesh(meshes.mesh_2d_shape(), names, devices=devices)
 
 
-def spec_entries(spec) -> tuple:
-    """PartitionSpec を比べやすい形に: 1 要素のタプルは名前に、末尾の None は落とす。"""
-    out = []
-    for e in tuple(getattr(spec, "partitions", spec)):
-        if isinstance(e, (tuple, list)):
-            e = tuple(e)
-            e = None if not e else (e[0] if len(e) == 1 else e)
-        out.append(e)
-    while out and out[-1] is None:
-        out.pop()
-    return tuple(out)
-
-
-def show_spec(entries: tuple) -> str:
-    return "P(" + ", ".join(repr(e) for e in entries) + ")"
-
-
 def as_int(value, what: str, hint: str = "") -> int:
     """学習者の値を整数として読む（bool、浮動小数、文字列は説明つきで不正解）。"""
     if isinstance(value, (bool, np.bool_)):

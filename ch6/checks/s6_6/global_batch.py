@@ -12,7 +12,8 @@ import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, f32
 from ...meshes import multiple_of
-from .common import exercise_rng, show_spec, shuffled_mesh, spec_entries
+from ..specs import norm_spec, show_spec
+from .common import exercise_rng, shuffled_mesh
 
 
 def reference(x, mesh, axis):
@@ -59,7 +60,7 @@ def _placed(arr, what: str, mesh, where: str):
     if sharding.mesh != mesh:
         raise Fail(f"{where}: {what} が、引数の mesh とは別のメッシュに配置されています。"
                    "メッシュを作らず、渡された mesh を使います。")
-    return spec_entries(sharding.spec)
+    return norm_spec(sharding.spec)
 
 
 class _Unpadded(Fail):
@@ -113,7 +114,7 @@ def _values(gx, gm, mesh, axis, x):
                    "np.pad のように 0 の行を足します。")
     if tuple(getattr(gm, "shape", ())) != (rows,):
         raise Fail(f"{where}: mask の形は {(rows,)} のはずが、{tuple(gm.shape)} でした。mask は 1 行に 1 つの値です。")
-    sm = spec_entries(gm.sharding.spec)
+    sm = norm_spec(gm.sharding.spec)
     if sm != (axis,):
         raise Fail(f"{where}: mask の spec は P({axis!r}) のはずが、{show_spec(sm)} でした。"
                    "mask も x の行と同じように分割します。")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise
-from .common import as_int, exercise_rng, show_spec, shuffled_mesh, spec_entries
+from ..specs import norm_spec, show_spec
+from .common import as_int, exercise_rng, shuffled_mesh
 
 
 def reference(sharding, global_shape, owner, process):
@@ -118,7 +119,7 @@ def check_rows_to_load(fn):
     hidden = cases(exercise_rng(4))
     for sharding, shape, label, owner, n_proc in hidden:
         for process in range(n_proc):
-            where = f"{show_spec(spec_entries(sharding.spec))}、{label}のプロセス {process}"
+            where = f"{show_spec(norm_spec(sharding.spec))}、{label}のプロセス {process}"
             try:
                 out = call(fn, sharding, shape, dict(owner), process)
             except LearnerError as err:
