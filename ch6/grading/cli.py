@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
                     help="成績簿に取り込む CSV: OUT.csv（1 人 1 行、ノートブックごとの点と合計）、"
                          "OUT_messages.csv（メッセージ）、OUT_summary.csv（演習ごとのまとめ）")
     ap.add_argument("--timeout", type=float, default=Config.timeout,
-                    help="1 冊の学習者セル全体の制限時間（秒、既定 %(default)g）")
+                    help="1 冊の学習者セル全体の制限時間（秒、既定 %(default)g。JAX の読み込みは採点の準備に含め、ここには数えない）")
     ap.add_argument("--check-timeout", type=float, default=Config.check_timeout,
                     help="チェック 1 つの制限時間（秒、既定 %(default)g）")
     ap.add_argument("--jobs", type=int, default=Config.jobs, help="同時に動かすカーネルの数（既定 %(default)d）")

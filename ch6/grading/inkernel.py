@@ -6,6 +6,8 @@
 
 1. ``prelude(nonce, root)``: 学習者のセルより先に。結果を表示する関数と nonce を閉じ込めるので、学習者の
    コードが ``IPython.display.display`` や ``importlib`` を差し替えても、採点結果の表示には使われません。
+   JAX もここで読み込みます（バックエンドは初期化しない）。混んだマシンで何十秒もかかる読み込みが、学習者の
+   セルの制限時間（``--timeout``）を使わないように。
 2. ``SETUP``: 学習者のセルのあとで。``ch6`` を ``sys.modules`` から消してインストール先から読み込み直し、
    このモジュールの :func:`grader` で採点の関数を作ります（``ch6`` を差し替えられていても講座のチェックで採点）。
 3. ``check_code(id)``: 演習ごとに 1 セル。結果は表示データ（``MIME``）で 1 つ返します。
@@ -39,6 +41,10 @@ def __ch6_prelude(nonce, root, mime, user_ns):
         invalidate_caches()
         return import_module("ch6.grading.inkernel").grader(emit, user_ns)
 
+    try:  # JAX の読み込み（静かなマシンでも数秒）は準備の時間に: 学習者のセルの制限時間は学習者のコードに使う
+        import_module("jax.numpy")
+    except Exception:
+        pass
     return make_grader
 
 

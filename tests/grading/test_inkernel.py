@@ -89,3 +89,16 @@ def test_one_status_vocabulary_and_one_table_of_marks():
         "internal": "⚠️", "missing": "⚠️", "not_graded": "⚠️"}
     r = ch6.Result("6.1-1", "not_done", "x")
     assert r.status is ch6.Status.NOT_DONE and r.line == "⏳ [6.1-1] x" and not r.ok
+
+
+def test_prelude_loads_jax_but_leaves_the_backend_to_the_learner():
+    """JAX の読み込みは準備の時間に（学習者のセルの制限時間を使わない）。バックエンドは初期化しない
+    （学習者の ch6.setup() がデバイスを表示し、JAX_NUM_CPU_DEVICES を効かせる）。"""
+    script = "\n".join([
+        "import sys",
+        "ns = {}",
+        f"exec({inkernel.prelude('n', str(ROOT))!r}, ns)",
+        "from jax._src import xla_bridge",
+        "print('jax' in sys.modules, 'jax.numpy' in sys.modules, bool(xla_bridge._backends))",
+    ])
+    assert _python(script).split() == ["True", "True", "False"]
