@@ -6,6 +6,8 @@
 - 規則で各パラメータを配置できる（同じメッシュ軸を 1 つの配列の 2 つの次元に使わない、どの次元も割り切れる）
 - バッチは data と fsdp に分割し、tensor には分割しない
 - パラメータの 1 デバイスあたりの要素数の合計が、約束の規則（割り切れる論理軸はすべて分割）と同じ
+- 論理軸ごとの分割が約束と同じ（要素数が同じでも、heads の代わりの head_dim、約束より多くの軸、約束にない論理軸の
+  分割は、通信の形が変わるので不正解にする）
 """
 from __future__ import annotations
 
@@ -152,4 +154,30 @@ def check_make_rules(fn):
                         f"{'・'.join(sorted({ref[k] for k in unsplit}))} の大きさで割り切れるので分割できます。")
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
-    return "隠しの 6 つの設定とメッシュで、どのパラメータも配置でき、1 デバイスあたりの要素数が最小になりました。"
+        _promised_axes(rules, config, mesh, label)
+    return "隠しの 6 つの設定とメッシュで、どのパラメータも約束どおりに配置でき、1 デバイスあたりの要素数が最小になりました。"
+
+
+def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
+    """要素数が同じでも約束と違う分割（heads の代わりに head_dim、約束より多くの軸、約束にない論理軸）を、
+    論理軸ごとに名前を挙げて不正解にする。大きさ 1 のメッシュ軸は書いても書かなくても同じ（to_mesh_spec が省く）。"""
+    ref = reference(config, mesh)
+    used = dict.fromkeys(name for _, spec in _leaves(logical_axes(config)) for name in spec if name)
+    for name in sorted(used, key=lambda n: n != "head_dim"):  # heads の代わりの head_dim は、その名前で先に
+        got, want = to_mesh_spec((name,), rules, mesh), to_mesh_spec((name,), ref, mesh)
+        if got == want:
+            continue
+        g = got[0] if len(got) else None
+        w = want[0] if len(want) else None
+        if name == "head_dim" and ref.get("heads") == "tensor":
+            raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
+                       "分割できないときだけの約束です（head_dim を分割すると、注意のスコアの内積ごとに tensor の軸での和が要ります）。")
+        g_axes = set() if g is None else {g} if isinstance(g, str) else set(g)
+        w_axes = set() if w is None else {w} if isinstance(w, str) else set(w)
+        if w is None:
+            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、約束ではこの設定とメッシュで {name} は分割しません"
+                       "（複製）。約束にない分割は、学習ステップの通信の形を変えます。")
+        if g_axes > w_axes:
+            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割しています。約束は {w!r} だけです（それより多くの軸に分割すると、"
+                       "約束にない集団通信が学習ステップに入ります）。")
+        raise Fail(f"{label}: 論理軸 {name} は {w!r} に分割する約束ですが、規則では {g!r} でした。")

@@ -1,7 +1,7 @@
 """6.9a-1 make_rules: 参照と別の正解（大きさ 1 の軸も書く、割り切れない軸を None にする）は通り、本編の規則の写し、
 バッチを tensor にも分割する、バッチの順序、head_dim に回さない、語彙を分割しない、割り切れを tensor でない軸で
-試す、同じ軸を 2 度使う、
-辞書でない答えはそれぞれの言葉で落ちる。"""
+試す、同じ軸を 2 度使う、要素数は同じでも約束と違う分割（heads の代わりの head_dim、embed を data にも、約束にない
+layers の分割）、辞書でない答えはそれぞれの言葉で落ちる。"""
 from ch6 import Status
 from ch6.checks.s6_9a.rules_for_mesh import reference
 from ch6.lm import RULES
@@ -93,3 +93,26 @@ def test_not_a_dict_not_done_and_error():
     expect(EX, lambda c, m: {"batch": 3}, Status.FAIL, "読めません")
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR)
+
+
+def test_head_dim_instead_of_divisible_heads_is_named():
+    def wrong(config, mesh):                     # 要素数は同じ: heads が割り切れても head_dim を分割する
+        rules = reference(config, mesh)
+        if rules.get("heads") == "tensor" and config.d_head % mesh.shape["tensor"] == 0:
+            del rules["heads"]
+            rules["head_dim"] = "tensor"
+        return rules
+    expect(EX, wrong, Status.FAIL, "heads が tensor で割り切れるのに、head_dim を分割")
+
+
+def test_more_axes_than_promised_are_named():
+    def embed_over_data(config, mesh):           # embed を data にも（FSDP を data の軸まで広げる）: 要素数は減る
+        rules = reference(config, mesh)
+        if rules.get("embed") == "fsdp" and config.d_model % (mesh.shape["fsdp"] * mesh.shape["data"]) == 0:
+            rules["embed"] = ("fsdp", "data")
+        return rules
+    expect(EX, embed_over_data, Status.FAIL, "論理軸 embed", "約束は 'fsdp' だけ")
+
+    def layers_split(config, mesh):              # 約束にない論理軸 layers を data に
+        return {**reference(config, mesh), "layers": "data"}
+    expect(EX, layers_split, Status.FAIL, "論理軸 layers", "分割しません")
