@@ -19,7 +19,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: setup lab test test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab test test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -37,10 +37,15 @@ lab: $(STAMP)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
-# lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで
+# lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで。
+# 全チェックのミューテーションのスコアだけは別の段（make test-mutation）: make test を 2 コアで 5 分以内に保つため
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval -m "not mutation"
+
+# 全解答の全変異体でチェックを試し、スコア（95% 以上）と生き残りを表示する（tests/tools/test_mutate.py、8 模擬デバイス）
+test-mutation: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:xdist -m mutation tests/tools/test_mutate.py
 
 # 内側のループ: lint と、ノートブックもカーネルも起動しない速い単体テスト（測った値: 静かな 2 コアで 33 秒、CPU 54 秒。
 # カーネルやプロセスを起動する・モデルを学習する・全チェックを実行するテストは conftest.py の SLOW_MODULES / SLOW_TESTS で make test へ）
@@ -89,7 +94,7 @@ $(MIN_VENV)/.ch6-installed: requirements.txt pyproject.toml ch6/env.py
 
 test-min: $(MIN_VENV)/.ch6-installed
 	$(MIN_VENV)/bin/python -c 'import jax; assert jax.__version__ == "$(MIN_JAX)", jax.__version__; print("JAX", jax.__version__)'
-	$(MIN_VENV)/bin/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax \
+	$(MIN_VENV)/bin/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax -m "not mutation" \
 	  --deselect tests/test_consistency.py::test_installed_versions_match_pins
 
 # wheel だけを入れた環境（リポジトリなし、Colab と同じ）で: 演習ノートブック、採点、6.6 の 2 プロセス
@@ -131,9 +136,10 @@ test-site: $(STAMP)
 
 .PHONY: site test-site
 
-# CI が行うこと（.ci/run と同じ 8 段）: make test、デバイス数（test-devices）、命令セット（test-isa）、最も古い JAX（test-min）、
-# wheel だけ（test-wheel）、古い JAX の Colab（test-stale）、本物の nbgrader（test-nbgrader）、ブラウザでのサイト（test-site）
-ci: test test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
+# CI が行うこと（.ci/run と同じ 9 段）: make test、全チェックのミューテーション（test-mutation）、デバイス数（test-devices）、
+# 命令セット（test-isa）、最も古い JAX（test-min）、wheel だけ（test-wheel）、古い JAX の Colab（test-stale）、
+# 本物の nbgrader（test-nbgrader）、ブラウザでのサイト（test-site）
+ci: test test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
 
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)

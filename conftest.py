@@ -23,12 +23,18 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbrun::test_execute_runs_top_to_bottom",
               "test_inkernel::test_prelude_setup_and_checks_survive_a_replaced_ch6",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check")
+# 全解答の全変異体にチェックを実行するスコア（1 プロセスで 85 秒）: make test ではなく CI の段 make test-mutation で。
+# 1 冊の変異体は make exercise NB=… が実行します
+MUTATION_TESTS = ("test_mutate::test_mutation_score",)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.stem in SLOW_MODULES or f"{item.path.stem}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
+        name = f"{item.path.stem}::{getattr(item, 'originalname', item.name)}"
+        if item.path.stem in SLOW_MODULES or name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if name in MUTATION_TESTS:
+            item.add_marker(pytest.mark.mutation)
         # tests/checks/s6_N/: 節ごとのチェックの単体テスト（JAX のコンパイルが多い）。make quick は SECTION= の節だけ
         parts = item.path.relative_to(config.rootpath).parts if item.path.is_relative_to(config.rootpath) else ()
         if parts[:2] == ("tests", "checks") and len(parts) > 3 and parts[2].startswith("s6_"):
@@ -38,6 +44,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts kernels or processes, or runs every mutant (make quick skips it)")
     config.addinivalue_line("markers", "section: a check section's unit tests (make quick runs only SECTION=s6_N)")
+    config.addinivalue_line("markers", "mutation: the mutation score of every check (make test-mutation, not make test)")
     devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"
