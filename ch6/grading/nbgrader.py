@@ -333,13 +333,30 @@ def grade(exercise_id: str, function: str) -> Graded:
         if function not in user_ns:
             return Graded(False, core.Result(exercise_id, core.Status.MISSING, (
                 f"{function} が定義されていません（その関数のセルがエラーで止まったか、消されています）。")).line)
-        result = core.run_check(exercise_id, user_ns[function])
+        result, noise = _quietly(core.run_check, exercise_id, user_ns[function])
     except Exception as exc:  # 採点のしくみ自身の問題: 学習者にはトレースバックを見せない
         return Graded(False, f"⚠️ [{exercise_id}] 採点のセルの内部の問題です（解答のせいではありません）: "
                              f"{type(exc).__name__}")
+    if noise:  # nbgrader は stderr に何か書かれた採点のセルを 0 点にするので、警告は stdout に見せる
+        print(f"ℹ️ [{exercise_id}] チェックの実行中に出た警告（点数には関係しません）: {noise}")
     if result.ok:
         print(result.line)
     return Graded(result.ok, result.line)
+
+
+def _quietly(run, *args):
+    """run(*args) の間の Python の警告と sys.stderr への書き込みを集め、(結果, 1 行にまとめた文) を返す。
+    学習者の正しいコードが出す警告（JAX の非推奨など）で、nbgrader が採点のセルを 0 点にしないため。"""
+    import contextlib
+    import io
+    import warnings
+
+    err = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(err):
+        warnings.simplefilter("default")
+        result = run(*args)
+    lines = [f"{w.category.__name__}: {w.message}" for w in caught] + err.getvalue().strip().splitlines()
+    return result, " / ".join(dict.fromkeys(ln.strip() for ln in lines if ln.strip()))[:500]
 
 
 # ------------------------------------------------------------------------------ 採点する側（nbgrader の中と validate）

@@ -181,3 +181,25 @@ def test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check(tmp_path
     assert got["R0"].startswith("True ✅ [6.1-1]"), p.stdout + p.stderr
     assert got["R1"].startswith("False ⚠️ [6.1-2] time_major_apply が定義されていません"), p.stdout
     assert got["R2"].startswith("False ⚠️ [6.1-1]") and "ch6.run_check" in got["R2"] and "0 点" in got["R2"], p.stdout
+
+
+def test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr(tmp_path):
+    """nbgrader は stderr に何か書かれた採点のセルを 0 点にする: 正解の関数が警告や stderr への書き込みを出しても、
+    採点のセルの stderr は空で、警告は stdout に 1 行で見え、結果は正解のまま。"""
+    import subprocess
+    import sys
+
+    script = tmp_path / "k.py"
+    script.write_text(
+        "import sys, warnings, jax\n"
+        "def rbf_features(kernel, x, centers, gammas):\n"
+        "    warnings.warn('old API', DeprecationWarning)\n"
+        "    print('debug', file=sys.stderr)\n"
+        "    return jax.vmap(kernel, in_axes=(None, 0, 0))(x, centers, gammas)\n"
+        "r = __import__('ch6.grading.nbgrader', fromlist=['grade']).grade('6.1-1', 'rbf_features')\n"
+        "print('R', r.ok)\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning:jax", str(script)], capture_output=True,
+                       text=True, timeout=600, env={"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "PATH": "/usr/bin:/bin"})
+    assert "R True" in p.stdout, p.stdout + p.stderr
+    assert "DeprecationWarning: old API" in p.stdout and "debug" in p.stdout and "点数には関係しません" in p.stdout, p.stdout
+    assert "old API" not in p.stderr and "debug" not in p.stderr, p.stderr
