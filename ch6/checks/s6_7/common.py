@@ -55,7 +55,7 @@ def compile_events():
         jax.monitoring.unregister_event_duration_listener(listener)
 
 
-# ---------------------------------------------------------------- 問題 2・3 の小さなモデル
+# ---------------------------------------------------------------- 6.7-2（grad_accum）と 6.7-3（microbatch_budget）の小さなモデル
 
 def tanh_model(r: np.random.Generator, batch: int, d: int, h: int):
     """入れ子の params、辞書のバッチ、バッチ平均の損失。"""
@@ -73,7 +73,7 @@ def tanh_model(r: np.random.Generator, batch: int, d: int, h: int):
 
 
 def reference_accumulate(loss_fn, params, batch, k):
-    """問題 3 で学習者に渡す、問題 2 と同じ働きの関数（前から順に k 個に切る）。"""
+    """6.7-3 で学習者に渡す、6.7-2 と同じ働きの関数（前から順に k 個に切る）。"""
     import jax
     import jax.numpy as jnp
     from jax import lax

@@ -109,11 +109,17 @@ def _first_wrong_pair(perm, n: int):
 
 
 def _traced_perms(run, w, xs):
-    """run(w, xs) をトレースした jaxpr にある ppermute の perm（組の集合）の列。"""
+    """run(w, xs) をトレースした jaxpr にある ppermute の perm（組の集合）の列と、ほかの集団通信の名前の集合。"""
     import jax
 
     closed = call(jax.make_jaxpr(run), w, xs)
-    return [frozenset(tuple(p) for p in e.params["perm"]) for e in walk(closed.jaxpr) if e.primitive.name == "ppermute"]
+    eqns = list(walk(closed.jaxpr))
+    perms = [frozenset(tuple(p) for p in e.params["perm"]) for e in eqns if e.primitive.name == "ppermute"]
+    return perms, {e.primitive.name for e in eqns if e.primitive.name in _OTHER_COLLECTIVES}
+
+
+# ppermute の代わりに使われがちな集団通信（jaxpr の primitive の名前）
+_OTHER_COLLECTIVES = ("all_gather", "all_to_all", "psum", "psum2", "pmax", "pmin", "reduce_scatter", "psum_scatter")
 
 
 def _explain_jax_error(exc: BaseException) -> None:
@@ -131,10 +137,16 @@ def _explain_jax_error(exc: BaseException) -> None:
 
 def _perms_or_fail(run, w, xs, n: int):
     try:
-        perms = _traced_perms(run, w, xs)
+        perms, others = _traced_perms(run, w, xs)
     except LearnerError as exc:
         _explain_jax_error(exc.exc)
         raise
+    if not perms and others:
+        used = "・".join(sorted(others))
+        cost = ("全デバイスの y を集めるので、1 デバイスが受け取るバイトが ppermute の n − 1 倍に増えます" if "all_gather" in others
+                else "全デバイスにまたがる集団通信になり、ppermute より多くのバイトを送ります")
+        raise Fail(f"ppermute の代わりに {used} で受け渡しています。値が合っても、{cost}。パイプラインの受け渡しは"
+                   " 1 つ先へ送るだけなので、y を lax.ppermute で (i + 1) % n へ送り、次の state にします。")
     if not perms:
         raise Fail("ppermute がないので、y が次のデバイスへ届きません。y を lax.ppermute で (i + 1) % n へ送り、"
                    "次の state にします。")

@@ -114,6 +114,16 @@ def test_no_ppermute_is_named():
     expect("6.8a-1", no_send, Status.FAIL, "ppermute がないので")
 
 
+def test_all_gather_instead_of_ppermute_is_named():
+    def gather_send(w, state, x_fresh, t, axis_name):  # 値は正しい: 全員の y を集めて、1 つ前のデバイスの行を取る
+        n, d = lax.axis_size(axis_name), lax.axis_index(axis_name)
+        v = jnp.clip((t - d) // n, 0, w.shape[0] - 1)
+        x_in = jnp.where((d == 0) & (t < n), x_fresh, state)
+        y = jnp.tanh(x_in @ w[v])
+        return lax.all_gather(y, axis_name)[(d - 1) % n], y
+    expect("6.8a-1", gather_send, Status.FAIL, "ppermute の代わりに all_gather", "n − 1 倍")
+
+
 @pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t と t − d が同じ")
 def test_global_round_is_named():
     expect("6.8a-1", make_tick(round_of=lambda t, d: t), Status.FAIL, "(t − d) // S")
