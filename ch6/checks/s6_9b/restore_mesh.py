@@ -1,15 +1,18 @@
-"""6.9b-2 restore_onto: 完全に書き終えた最新のチェックポイントを、隠しのデバイスの組のメッシュへ、規則 fsdp_tp の
-シャーディングで直接復元する。
+"""6.9b-2 restore_before_spike: 損失が跳ねたステップ spike より前の、完全に書き終えた最新のチェックポイントへ巻き戻し、
+隠しのデバイスの組のメッシュへ規則 fsdp_tp のシャーディングで直接復元して、データの位置を spike まで進めて返す。
 
-隠しの設定の状態を、すべてのデバイスのメッシュで 2 つのステップに保存し、その後ろに書きかけの一時ディレクトリ
-（名前が ``<ステップ>.orbax-checkpoint-tmp``）を置きます。確かめること: 返した状態の値、各配列のシャーディングが
-行き先のメッシュの規則どおり（保存したときのメッシュのままではない）、ステップとデータの位置が最新の完全なもの。
+隠しの設定の状態を、すべてのデバイスのメッシュで k, 2k, …, 5k の 5 つのステップに保存し、6k には書きかけの一時
+ディレクトリ（名前が ``<ステップ>.orbax-checkpoint-tmp``。跳ねたのを見てジョブを止めたとき、非同期の保存が途中だった）
+を置きます。spike は 3 通り（保存のない 3k + 1、保存のある 4k、書きかけの後の 6k + 1）で、それぞれ別のメッシュで呼びます。
+確かめること: 選んだステップ（spike 以上・古すぎる・書きかけ・保存のないステップをそれぞれの言葉で）、データの位置
+（跳ねる前のバッチを飛ばして spike）、返した状態の値、各配列のシャーディングが行き先のメッシュの規則どおり。
 """
 from __future__ import annotations
 
 import atexit
 import dataclasses
 import functools
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,8 +38,9 @@ def _mesh_parts(config, devices):
     return mesh, train.state_shardings(config, RULES["fsdp_tp"], mesh)
 
 
-def make_checkpoint(directory: Path, config, key_seed: int, steps: tuple[int, ...]):
-    """すべてのデバイスのメッシュで steps の各ステップを保存し、書きかけのステップも 1 つ置く。最新の状態を返す。"""
+def make_checkpoint(directory: Path, config, key_seed: int, steps: tuple[int, ...], unfinished: int):
+    """すべてのデバイスのメッシュで steps の各ステップを保存し、ステップ unfinished を書きかけで置く。
+    {ステップ: 保存した状態} を返す。"""
     import jax
 
     from ...capstone import train
@@ -44,18 +48,20 @@ def make_checkpoint(directory: Path, config, key_seed: int, steps: tuple[int, ..
     _, sh = _mesh_parts(config, jax.devices())
     state = train.init_state(config, jax.random.key(key_seed), sh)
     mgr = train.manager(directory)
+    saved = {}
     for s in steps:
         state = dict(state, step=jax.device_put(np.int32(s), sh["step"]),
                      params=jax.tree.map(lambda a: a * 1.5, state["params"]))
         train.save(mgr, state, {"position": s, "seed": key_seed})
+        saved[s] = state
     mgr.wait_until_finished()
     mgr.close()
     # 書きかけ: 最後のステップのディレクトリを写し、完了の印を消した一時ディレクトリ
-    tmp = directory / f"{steps[-1] + 3}.orbax-checkpoint-tmp"
+    tmp = directory / f"{unfinished}.orbax-checkpoint-tmp"
     shutil.copytree(directory / str(steps[-1]), tmp)
     for mark in tmp.rglob("commit_success.txt"):
         mark.unlink()
-    return state
+    return saved
 
 
 def _flat(tree):
@@ -66,89 +72,146 @@ def _flat(tree):
 
 @functools.cache
 def _pristine():
-    """隠しのチェックポイントを 1 度だけ作る（プロセスが終わるときに消す）。(ディレクトリ, 設定, ステップ, 値)。
-
-    隠し入力は毎回同じなので、チェックを何度呼んでも作り直さない（学習者には毎回その写しを渡す）。"""
+    """隠しのチェックポイントを 1 度だけ作る（プロセスが終わるときに消す）。
+    (ディレクトリ, 設定, 種, 保存の間隔 k, {ステップ: 値})。隠し入力は毎回同じなので、チェックを何度呼んでも作り直さない
+    （学習者には毎回その写しを渡す）。"""
     r = exercise_rng(2)
     config = _config(r)
     seed = int(r.integers(1, 50))
-    steps = (int(r.integers(2, 5)), int(r.integers(6, 9)))
+    k = int(r.choice([2, 3]))
     root = Path(tempfile.mkdtemp(prefix="ch6_6_9b_2_"))
     atexit.register(shutil.rmtree, root, True)
-    saved = make_checkpoint(root / "ckpt", config, seed, steps)
-    return root / "ckpt", config, steps, {k: np.asarray(v) for k, v in _flat(saved).items()}
+    saved = make_checkpoint(root / "ckpt", config, seed, tuple(k * i for i in range(1, 6)), unfinished=6 * k)
+    values = {s: {name: np.asarray(v) for name, v in _flat(st).items()} for s, st in saved.items()}
+    return root / "ckpt", config, seed, k, values
 
 
-def _explain_orbax_error(err: LearnerError, where: str, directory: Path) -> None:
+def _explain_orbax_error(err: LearnerError, where: str, directory: Path, spike: int) -> None:
     """Orbax の英語の例外のうち、よくある原因の分かるものを日本語の Fail にする（分からなければ何もしない）。"""
     text = str(err.exc)
     if isinstance(err.exc, ValueError) and "not compatible with the stored shape" in text:
         raise Fail(f"{where}: 行き先の形が保存した配列の形と合いません（Orbax の原文「{text.split('.')[0]}」）。"
                    "abstract_state は引数の config から作ります（train.CONFIG ではなく）。") from None
-    if isinstance(err.exc, FileNotFoundError) and any(directory.glob("*.orbax-checkpoint-tmp")):
-        raise Fail(f"{where}: 書き終えていないステップを選んだため、見つかりませんでした（原文「{text}」）。"
-                   "完全なステップは mgr.latest_step()（または all_steps()）が返します。") from None
+    m = re.search(r"(\d+) not found", text)
+    if isinstance(err.exc, FileNotFoundError) and m:
+        step = int(m.group(1))
+        if (directory / f"{step}.orbax-checkpoint-tmp").exists():
+            raise Fail(f"{where}（spike = {spike}）: ステップ {step} は書き終えていない（完了の印のない一時ディレクトリの）"
+                       "チェックポイントです。ディレクトリの名前を数えるのではなく、mgr.all_steps() の完全なステップから"
+                       "選びます。") from None
+        raise Fail(f"{where}（spike = {spike}）: ステップ {step} は保存されていません。チェックポイントは k ステップごと"
+                   "なので、spike − 1 があるとは限りません。mgr.all_steps() にあるステップから選びます。") from None
 
 
-@exercise("6.9b-2", "restore_onto")
-def check_restore_onto(fn):
+def _cases(n: int, k: int) -> list[tuple[int, int]]:
+    """(デバイスの数, spike) の 3 つ: 保存のないステップ、保存のあるステップ、書きかけの後のステップで跳ねる。"""
+    sizes = sorted({n, max(1, n // 2)} | ({3} if n > 3 else set()), reverse=True)
+    spikes = (3 * k + 1, 4 * k, 6 * k + 1)
+    return [(sizes[i % len(sizes)], spike) for i, spike in enumerate(spikes)]
+
+
+@exercise("6.9b-2", "restore_before_spike")
+def check_restore_before_spike(fn):
     import jax
 
-    pristine, config, steps, want_values = _pristine()
-    n = jax.device_count()
-    subsets = sorted({n, max(1, n // 2)} | ({3} if n > 3 else set()), reverse=True)
+    pristine, config, seed, k, values = _pristine()
+    saved = sorted(values)
+    cases = _cases(jax.device_count(), k)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "ckpt"
         shutil.copytree(pristine, directory)
-        for m in subsets:
+        for m, spike in cases:
             devices = jax.devices()[:m]
             where = f"デバイス {m} 個のメッシュ"
+            best = max(s for s in saved if s < spike)
             try:
-                out = call(fn, directory, config, devices)
+                out = call(fn, directory, config, devices, spike)
             except LearnerError as err:
-                _explain_orbax_error(err, where, directory)
+                _explain_orbax_error(err, where, directory, spike)
                 raise
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise Fail(f"{where}: (状態, データの位置) の 2 つ組を返してください。実際は {type(out).__name__} でした。")
-            state, data_state = out
-            if (isinstance(out[0], dict) and "position" in out[0] and isinstance(out[1], dict)
-                    and "params" in out[1]):
-                raise Fail(f"{where}: 2 つ組の順序が逆です。1 つ目が状態、2 つ目がデータの位置の辞書です。")
-            if isinstance(data_state, dict) and "position" not in data_state:
-                raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} のまま返します。"
-                           f"返った辞書には 'position' の項目がありません（項目: {', '.join(map(str, data_state))}）。")
-            if not isinstance(data_state, dict):
-                raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} のまま返します。"
-                           f"実際は {type(data_state).__name__} でした。")
-            if not isinstance(state, dict):
-                raise Fail(f"{where}: 状態は保存したのと同じ辞書 {{'params', 'opt_state', 'step'}} で返します。"
-                           f"実際は {type(state).__name__} でした。")
-            if int(data_state["position"]) != steps[-1]:
-                raise Fail(f"{where}: ステップ {int(data_state['position'])} を復元しました。完全なチェックポイントのうち"
-                           f"最新のステップ {steps[-1]} を使います。")
-            try:
-                got = _flat(state)
-            except Exception:
-                raise Fail(f"{where}: 状態は保存したのと同じ辞書の木で返してください。") from None
-            if set(got) != set(want_values) and len(got) == len(want_values):
-                raise Fail(f"{where}: 最適化器の状態の木の型が保存前と違います（辞書やリストになっています）。行き先の"
-                           "形・型・シャーディング（abstract_state）を渡さずに復元したためです。")
-            if set(got) != set(want_values):
-                raise Fail(f"{where}: 状態の木の形が保存したものと違います（{len(got)} 個の葉、保存したのは"
-                           f" {len(want_values)} 個）。")
-            _, sh = _mesh_parts(config, devices)
-            for name, sharding in _flat(sh).items():
-                leaf = got[name]
-                if not isinstance(leaf, jax.Array):
-                    raise Fail(f"{where}: {name} が jax.Array ではなく {type(leaf).__name__} でした。")
-                if not np.allclose(np.asarray(leaf), want_values[name]):
-                    raise Fail(f"{where}: {name} の値が保存した値と違います。")
-                if leaf.sharding.device_set != sharding.device_set:
-                    k = len(leaf.sharding.device_set)
-                    raise Fail(f"{where}: {name} がデバイス {k} 個にありますが、渡した devices は {m} 個です。"
-                               "メッシュは引数の devices から lm.make_mesh(devices) で作り、その abstract_state を"
-                               "行き先に渡します。")
-                if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
-                    raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
-                               f"規則 fsdp_tp のとおりなら {sharding.spec} です。")
-    return f"隠しのチェックポイントを、デバイス {', '.join(map(str, subsets))} 個のメッシュへ規則どおりに復元しました。"
+            state, data_state = _pair(out, where)
+            _check_step(state, data_state, where, spike, best, saved, seed)
+            _check_arrays(state, values[best], config, devices, where)
+    return (f"跳ねたステップ {', '.join(str(s) for _, s in cases)} のそれぞれで、その前の最新の完全なチェックポイントを、"
+            f"デバイス {', '.join(str(m) for m, _ in cases)} 個のメッシュへ規則どおりに復元し、データの位置を spike まで"
+            "進めました。")
+
+
+def _pair(out, where: str):
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Fail(f"{where}: (状態, データの位置) の 2 つ組を返してください。実際は {type(out).__name__} でした。")
+    state, data_state = out
+    if isinstance(state, dict) and "position" in state and isinstance(data_state, dict) and "params" in data_state:
+        raise Fail(f"{where}: 2 つ組の順序が逆です。1 つ目が状態、2 つ目がデータの位置の辞書です。")
+    if not isinstance(data_state, dict):
+        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} の形で返します。"
+                   f"実際は {type(data_state).__name__} でした。")
+    if "position" not in data_state:
+        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} の形で返します。"
+                   f"返った辞書には 'position' の項目がありません（項目: {', '.join(map(str, data_state))}）。")
+    if not isinstance(state, dict) or "step" not in state:
+        raise Fail(f"{where}: 状態は保存したのと同じ辞書 {{'params', 'opt_state', 'step'}} で返します。"
+                   f"実際は {type(state).__name__} でした。")
+    return state, data_state
+
+
+def _check_step(state, data_state, where: str, spike: int, best: int, saved: list[int], seed: int) -> None:
+    try:
+        step = int(np.asarray(state["step"]))
+        position = int(data_state["position"])
+    except (TypeError, ValueError):
+        raise Fail(f"{where}: 状態の 'step' とデータの位置の 'position' は整数で返します。") from None
+    at = f"{where}（spike = {spike}）"
+    if step == spike:
+        raise Fail(f"{at}: ステップ {step} のチェックポイントを復元しました。これはステップ {spike} の更新（損失が跳ねた"
+                   f"バッチの勾配）を適用した後の状態です。spike より小さいステップから選びます（{best}）。")
+    if step > spike:
+        raise Fail(f"{at}: ステップ {step} を復元しました。損失が跳ねたステップ {spike} より後の状態なので、跳ねた"
+                   "更新を含んだままです。mgr.latest_step() ではなく、spike より小さい完全なステップのうち最新のものを"
+                   "選びます。")
+    if step < best:
+        raise Fail(f"{at}: ステップ {step} を復元しました。spike より前の完全なチェックポイントには、もっと新しいステップ"
+                   f" {best} があります（完全なステップ: {saved}）。巻き戻すのは必要な分だけにします。")
+    if step != best:
+        raise Fail(f"{at}: ステップ {step} を復元しましたが、そのステップは完全なチェックポイントにありません"
+                   f"（{saved}）。")
+    if data_state.get("seed") != seed:
+        raise Fail(f"{at}: データの位置の辞書の 'seed' が保存した値 {seed} ではなく {data_state.get('seed')!r} でした。"
+                   "変えるのは 'position' だけです。")
+    if position == step:
+        raise Fail(f"{at}: データの位置が保存したまま（{step}）です。跳ねる前のバッチ（ステップ {step + 1}〜{spike} に"
+                   f"使ったもの）を飛ばすので、'position' は spike（{spike}）にします。")
+    if position != spike:
+        raise Fail(f"{at}: データの位置が {position} でした。位置はそれまでに使ったバッチの数で、ステップ s は位置 s − 1 の"
+                   f"バッチを使います。ステップ {step + 1}〜{spike} のバッチを飛ばすと、位置は {spike} です。")
+
+
+def _check_arrays(state, want_values: dict, config, devices, where: str) -> None:
+    import jax
+
+    m = len(devices)
+    try:
+        got = _flat(state)
+    except Exception:
+        raise Fail(f"{where}: 状態は保存したのと同じ辞書の木で返してください。") from None
+    if set(got) != set(want_values) and len(got) == len(want_values):
+        raise Fail(f"{where}: 最適化器の状態の木の型が保存前と違います（辞書やリストになっています）。行き先の"
+                   "形・型・シャーディング（abstract_state）を渡さずに復元したためです。")
+    if set(got) != set(want_values):
+        raise Fail(f"{where}: 状態の木の形が保存したものと違います（{len(got)} 個の葉、保存したのは"
+                   f" {len(want_values)} 個）。")
+    _, sh = _mesh_parts(config, devices)
+    for name, sharding in _flat(sh).items():
+        leaf = got[name]
+        if not isinstance(leaf, jax.Array):
+            raise Fail(f"{where}: {name} が jax.Array ではなく {type(leaf).__name__} でした。")
+        if not np.allclose(np.asarray(leaf), want_values[name]):
+            raise Fail(f"{where}: {name} の値が、選んだステップに保存した値と違います。")
+        if leaf.sharding.device_set != sharding.device_set:
+            k = len(leaf.sharding.device_set)
+            raise Fail(f"{where}: {name} がデバイス {k} 個にありますが、渡した devices は {m} 個です。"
+                       "メッシュは引数の devices から lm.make_mesh(devices) で作り、その abstract_state を"
+                       "行き先に渡します。")
+        if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
+            raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
+                       f"規則 fsdp_tp のとおりなら {sharding.spec} です。")

@@ -1,6 +1,7 @@
-"""6.9b-2 restore_onto: 参照と別の正解（orbax の API を直接使う）は通り、行き先なしの復元、最初のステップ、
-別の規則の行き先、データの位置を返さない・順序が逆の答え、jax.devices() のメッシュ、train.CONFIG の行き先、
-書きかけのステップはそれぞれの言葉で落ちる。"""
+"""6.9b-2 restore_before_spike: 参照と別の正解（orbax の API を直接使う、ステップを自分で並べる）は通り、
+最新のステップ（spike を見ない）、spike 以下のステップ、最も古いステップ、書きかけのステップ（ディレクトリの名前を
+数える）、保存のない spike − 1、データの位置を飛ばさない・1 つずれる・種を変える、行き先なしの復元、別の規則の行き先、
+jax.devices() のメッシュ、train.CONFIG の行き先、答えの形の誤りは、それぞれの言葉で落ちる。"""
 import jax
 import orbax.checkpoint as ocp
 
@@ -16,60 +17,101 @@ def _target(config, devices, rule="fsdp_tp"):
     return train.abstract_state(config, train.state_shardings(config, lm.RULES[rule], mesh))
 
 
-def ref(directory, config, devices):
-    return train.restore(train.manager(directory), _target(config, devices))
+def _restore(directory, config, devices, step, position, rule="fsdp_tp"):
+    state, data = train.restore(train.manager(directory), _target(config, devices, rule), step)
+    return state, {**data, "position": position}
 
 
-def by_checkpointer(directory, config, devices):
+def ref(directory, config, devices, spike):
+    step = max(s for s in train.manager(directory).all_steps() if s < spike)
+    return _restore(directory, config, devices, step, spike)
+
+
+def by_checkpointer(directory, config, devices, spike):
     mgr = ocp.CheckpointManager(directory)
-    step = mgr.latest_step()
+    step = sorted(s for s in mgr.all_steps() if s < spike)[-1]
     out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_target(config, devices)),
                                                     data=ocp.args.JsonRestore()))
-    return out["state"], out["data"]
+    data = dict(out["data"])
+    data["position"] = spike
+    return out["state"], data
 
 
 def test_reference_and_direct_orbax_pass():
-    expect(EX, ref, Status.PASS, "規則どおり")
+    expect(EX, ref, Status.PASS, "規則どおり", "spike まで")
     expect(EX, by_checkpointer, Status.PASS)
 
 
+def test_choosing_the_step():
+    def latest(directory, config, devices, spike):          # spike を見ずに最新へ
+        return _restore(directory, config, devices, train.manager(directory).latest_step(), spike)
+    expect(EX, latest, Status.FAIL, "mgr.latest_step() ではなく")
+
+    def at_or_before(directory, config, devices, spike):    # <= spike
+        step = max(s for s in train.manager(directory).all_steps() if s <= spike)
+        return _restore(directory, config, devices, step, spike)
+    expect(EX, at_or_before, Status.FAIL, "更新（損失が跳ねたバッチの勾配）を適用した後")
+
+    def oldest(directory, config, devices, spike):
+        return _restore(directory, config, devices, train.manager(directory).all_steps()[0], spike)
+    expect(EX, oldest, Status.FAIL, "もっと新しいステップ")
+
+    def one_before(directory, config, devices, spike):      # どのステップも保存されていると思い込む
+        return _restore(directory, config, devices, spike - 1, spike)
+    expect(EX, one_before, Status.FAIL, "保存されていません", "all_steps()")
+
+    def newest_by_listing(directory, config, devices, spike):  # ディレクトリの名前を数えて、書きかけも選ぶ
+        steps = [int(p.name.split(".")[0]) for p in directory.iterdir() if p.name.split(".")[0].isdigit()]
+        return _restore(directory, config, devices, max(s for s in steps if s < spike), spike)
+    expect(EX, newest_by_listing, Status.FAIL, "書き終えていない", "all_steps()")
+
+
+def test_the_data_position():
+    def kept(directory, config, devices, spike):            # 保存した位置のまま（跳ねたバッチをもう一度）
+        step = max(s for s in train.manager(directory).all_steps() if s < spike)
+        return train.restore(train.manager(directory), _target(config, devices), step)
+    expect(EX, kept, Status.FAIL, "保存したまま", "spike")
+
+    def past(directory, config, devices, spike):            # spike のバッチまで飛ばす
+        state, data = ref(directory, config, devices, spike)
+        return state, {**data, "position": spike + 1}
+    expect(EX, past, Status.FAIL, "位置 s − 1 のバッチ")
+
+    def new_seed(directory, config, devices, spike):
+        state, data = ref(directory, config, devices, spike)
+        return state, {"position": spike, "seed": 0}
+    expect(EX, new_seed, Status.FAIL, "'seed'")
+
+
 def test_restore_without_target_is_named():
-    def wrong(directory, config, devices):
+    def wrong(directory, config, devices, spike):
         mgr = train.manager(directory)
-        out = mgr.restore(mgr.latest_step(), args=ocp.args.Composite(state=ocp.args.StandardRestore(),
-                                                                     data=ocp.args.JsonRestore()))
-        return out["state"], out["data"]
+        step = max(s for s in mgr.all_steps() if s < spike)
+        out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                                        data=ocp.args.JsonRestore()))
+        return out["state"], {**out["data"], "position": spike}
     expect(EX, wrong, Status.FAIL, "abstract_state")
 
 
-def test_first_step_and_other_rules():
-    def first(directory, config, devices):
-        mgr = train.manager(directory)
-        return train.restore(mgr, _target(config, devices), mgr.all_steps()[0])
-    expect(EX, first, Status.FAIL, "最新のステップ")
+def test_other_rules_and_all_devices():
     if jax.device_count() > 1:   # 1 デバイスではどの規則も複製で、dp と fsdp_tp のシャーディングは同じ
-        expect(EX, lambda d, c, dev: train.restore(train.manager(d), _target(c, dev, "dp")), Status.FAIL, "規則 fsdp_tp")
+        def dp(directory, config, devices, spike):
+            step = max(s for s in train.manager(directory).all_steps() if s < spike)
+            return _restore(directory, config, devices, step, spike, rule="dp")
+        expect(EX, dp, Status.FAIL, "規則 fsdp_tp")
+        expect(EX, lambda d, c, dev, spike: ref(d, c, jax.devices(), spike), Status.FAIL, "渡した devices は",
+               "lm.make_mesh(devices)")
 
 
 def test_shape_of_the_answer():
-    expect(EX, lambda d, c, dev: ref(d, c, dev)[0], Status.FAIL, "2 つ組")
-    expect(EX, lambda d, c, dev: (ref(d, c, dev)[0], 3), Status.FAIL, "データの位置")
-    expect(EX, lambda d, c, dev: ref(d, c, dev)[::-1], Status.FAIL, "順序が逆")
-    expect(EX, lambda d, c, dev: (ref(d, c, dev)[0], {"step": 1}), Status.FAIL, "'position' の項目がありません", "step")
+    expect(EX, lambda d, c, dev, s: ref(d, c, dev, s)[0], Status.FAIL, "2 つ組")
+    expect(EX, lambda d, c, dev, s: (ref(d, c, dev, s)[0], 3), Status.FAIL, "データの位置")
+    expect(EX, lambda d, c, dev, s: ref(d, c, dev, s)[::-1], Status.FAIL, "順序が逆")
+    expect(EX, lambda d, c, dev, s: (ref(d, c, dev, s)[0], {"step": 1}), Status.FAIL, "'position' の項目がありません")
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR)
 
 
-def test_all_devices_instead_of_devices_is_named():
-    if jax.device_count() > 1:   # 1 デバイスでは devices と jax.devices() が同じ
-        expect(EX, lambda d, c, dev: ref(d, c, jax.devices()), Status.FAIL, "渡した devices は", "lm.make_mesh(devices)")
-
-
-def test_course_config_and_unfinished_step_get_japanese_messages():
-    expect(EX, lambda d, c, dev: ref(d, train.CONFIG, dev), Status.FAIL, "形が保存した配列の形と合いません",
+def test_course_config_gets_a_japanese_message():
+    expect(EX, lambda d, c, dev, s: ref(d, train.CONFIG, dev, s), Status.FAIL, "形が保存した配列の形と合いません",
            "train.CONFIG ではなく")
-
-    def newest_by_listing(directory, config, devices):
-        steps = [int(p.name.split(".")[0]) for p in directory.iterdir() if p.name.split(".")[0].isdigit()]
-        return train.restore(train.manager(directory), _target(config, devices), max(steps))
-    expect(EX, newest_by_listing, Status.FAIL, "書き終えていないステップ", "latest_step")
