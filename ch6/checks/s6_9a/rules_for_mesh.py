@@ -103,7 +103,7 @@ def _rules_dict(out, what: str) -> dict:
 
 def cases(r):
     """(説明, config, mesh の形): 割り切れる・heads だけ割り切れない・embed が割り切れない・大きさ 1 の軸・
-    tensor だけで割り切れる。"""
+    tensor だけで割り切れる・heads も head_dim も mlp も割り切れない。"""
     from jax.sharding import AbstractMesh
 
     def mesh(shape):
@@ -122,13 +122,17 @@ def cases(r):
         # heads と d_ff は tensor（2）で割り切れ、data・fsdp（3）では割り切れない: 違う軸で試す答えは複製が増える
         ("ヘッドと d_ff が tensor だけで割り切れる設定", Config(d_model=60, n_heads=4, d_head=5, d_ff=100, n_layers=1),
          mesh((3, 3, 2))),
+        # heads も d_head も d_ff も tensor（4）で割り切れない: 割り切れるかを試さずに分割する答えは配置できない
+        ("ヘッドも head_dim も d_ff も tensor で割り切れない設定",
+         Config(d_model=48, n_heads=5, d_head=7, d_ff=90, n_layers=1), mesh((1, 2, 4))),
     ]
 
 
 @exercise("6.9a-1", "make_rules")
 def check_make_rules(fn):
     r = exercise_rng(1)
-    for label, config, mesh in cases(r):
+    hidden = cases(r)
+    for label, config, mesh in hidden:
         rules = _rules_dict(call(fn, config, mesh), label)
         batch = to_mesh_spec(("batch",), rules, mesh) if "batch" in rules else None
         batch_axes = () if not batch or batch[0] is None else ((batch[0],) if isinstance(batch[0], str) else batch[0])
@@ -144,18 +148,19 @@ def check_make_rules(fn):
         more = [name for name in want if got[name] > want[name]]
         if more:
             hint = ""
-            if any(n.endswith(("wq", "wk", "wv", "wo")) for n in more) and config.n_heads % mesh.shape["tensor"]:
-                hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor に分割できます。"
             ref = reference(config, mesh)
             unsplit = [k for k in ("embed", "heads", "head_dim", "mlp", "vocab")
                        if k in ref and to_mesh_spec((k,), rules, mesh) != to_mesh_spec((k,), ref, mesh)]
-            if unsplit and not hint:
+            if unsplit == ["head_dim"]:
+                hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor に分割できます。"
+            elif unsplit:
                 hint = (f"論理軸 {'・'.join(unsplit)} は、その大きさが "
                         f"{'・'.join(sorted({ref[k] for k in unsplit}))} の大きさで割り切れるので分割できます。")
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
         _promised_axes(rules, config, mesh, label)
-    return "隠しの 6 つの設定とメッシュで、どのパラメータも約束どおりに配置でき、1 デバイスあたりの要素数が最小になりました。"
+    return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも約束どおりに配置でき、1 デバイスあたりの要素数が"
+            "最小になりました。")
 
 
 def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:

@@ -71,7 +71,7 @@ def _flat(tree):
 
 
 @functools.cache
-def _pristine():
+def pristine():
     """隠しのチェックポイントを 1 度だけ作る（プロセスが終わるときに消す）。
     (ディレクトリ, 設定, 種, 保存の間隔 k, {ステップ: 値})。隠し入力は毎回同じなので、チェックを何度呼んでも作り直さない
     （学習者には毎回その写しを渡す）。"""
@@ -114,12 +114,12 @@ def _cases(n: int, k: int) -> list[tuple[int, int]]:
 def check_restore_before_spike(fn):
     import jax
 
-    pristine, config, seed, k, values = _pristine()
+    source, config, seed, k, values = pristine()
     saved = sorted(values)
     cases = _cases(jax.device_count(), k)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "ckpt"
-        shutil.copytree(pristine, directory)
+        shutil.copytree(source, directory)
         for m, spike in cases:
             devices = jax.devices()[:m]
             where = f"デバイス {m} 個のメッシュ"
@@ -132,9 +132,11 @@ def check_restore_before_spike(fn):
             state, data_state = _pair(out, where)
             _check_step(state, data_state, where, spike, best, saved, seed)
             _check_arrays(state, values[best], config, devices, where)
+    one = ("（デバイスが 1 個なので、メッシュと規則の違いはこの環境では確かめられません。デバイスが複数の環境でも"
+           "試してください）") if jax.device_count() == 1 else ""
     return (f"跳ねたステップ {', '.join(str(s) for _, s in cases)} のそれぞれで、その前の最新の完全なチェックポイントを、"
             f"デバイス {', '.join(str(m) for m, _ in cases)} 個のメッシュへ規則どおりに復元し、データの位置を spike まで"
-            "進めました。")
+            f"進めました。{one}")
 
 
 def _pair(out, where: str):
@@ -158,9 +160,13 @@ def _pair(out, where: str):
 def _check_step(state, data_state, where: str, spike: int, best: int, saved: list[int], seed: int) -> None:
     try:
         step = int(np.asarray(state["step"]))
-        position = int(data_state["position"])
     except (TypeError, ValueError):
-        raise Fail(f"{where}: 状態の 'step' とデータの位置の 'position' は整数で返します。") from None
+        raise Fail(f"{where}: 状態の 'step' は、復元したままの整数の配列で返します。") from None
+    position = data_state["position"]
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise Fail(f"{where}: データの位置の 'position' は整数で返します。実際は {type(position).__name__} の"
+                   f" {position!r} でした。")
+    position = int(position)
     at = f"{where}（spike = {spike}）"
     if step == spike:
         raise Fail(f"{at}: ステップ {step} のチェックポイントを復元しました。これはステップ {spike} の更新（損失が跳ねた"
@@ -178,12 +184,14 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
     if data_state.get("seed") != seed:
         raise Fail(f"{at}: データの位置の辞書の 'seed' が保存した値 {seed} ではなく {data_state.get('seed')!r} でした。"
                    "変えるのは 'position' だけです。")
+    skipped = f"ステップ {spike}" if step + 1 == spike else f"ステップ {step + 1}〜{spike}"
     if position == step:
-        raise Fail(f"{at}: データの位置が保存したまま（{step}）です。跳ねる前のバッチ（ステップ {step + 1}〜{spike} に"
-                   f"使ったもの）を飛ばすので、'position' は spike（{spike}）にします。")
+        raise Fail(f"{at}: データの位置が {position} で、戻したステップ {step} に保存した位置と同じです（跳ねたバッチを"
+                   f"もう一度読みます）。跳ねる前のバッチ（{skipped} に使ったもの）を飛ばすので、'position' は spike"
+                   f"（{spike}）にします。")
     if position != spike:
         raise Fail(f"{at}: データの位置が {position} でした。位置はそれまでに使ったバッチの数で、ステップ s は位置 s − 1 の"
-                   f"バッチを使います。ステップ {step + 1}〜{spike} のバッチを飛ばすと、位置は {spike} です。")
+                   f"バッチを使います。{skipped} のバッチを飛ばすと、位置は {spike} です。")
 
 
 def _check_arrays(state, want_values: dict, config, devices, where: str) -> None:

@@ -1,7 +1,7 @@
 """6.9a-1 make_rules: 参照と別の正解（大きさ 1 の軸も書く、割り切れない軸を None にする）は通り、本編の規則の写し、
 バッチを tensor にも分割する、バッチの順序、head_dim に回さない、語彙を分割しない、割り切れを tensor でない軸で
 試す、同じ軸を 2 度使う、要素数は同じでも約束と違う分割（heads の代わりの head_dim、embed を data にも、約束にない
-layers の分割）、辞書でない答えはそれぞれの言葉で落ちる。"""
+layers の分割）、割り切れるかを試さない mlp・head_dim の分割、逆向きの割り切れの判定、辞書でない答えはそれぞれの言葉で落ちる。"""
 from ch6 import Status
 from ch6.checks.s6_9a.rules_for_mesh import reference
 from ch6.lm import RULES
@@ -116,3 +116,29 @@ def test_more_axes_than_promised_are_named():
     def layers_split(config, mesh):              # 約束にない論理軸 layers を data に
         return {**reference(config, mesh), "layers": "data"}
     expect(EX, layers_split, Status.FAIL, "論理軸 layers", "分割しません")
+
+
+def test_splitting_without_testing_divisibility_is_named():
+    def mlp_always(config, mesh):                # d_ff を割り切れるか試さずに tensor へ
+        return {**reference(config, mesh), "mlp": "tensor"}
+    expect(EX, mlp_always, Status.FAIL, "ヘッドも head_dim も d_ff も tensor で割り切れない設定")
+
+    def head_dim_untested(config, mesh):         # heads が割り切れなければ、d_head を試さずに head_dim へ
+        rules = reference(config, mesh)
+        if config.n_heads % mesh.shape["tensor"]:
+            rules["head_dim"] = "tensor"
+        return rules
+    expect(EX, head_dim_untested, Status.FAIL, "ヘッドも head_dim も d_ff も tensor で割り切れない設定")
+
+
+def test_inverted_divisibility_gets_the_general_hint():
+    def inverted(config, mesh):                  # 割り切れるかを逆向き（メッシュの大きさ % 次元）で試す
+        t, f = mesh.shape["tensor"], mesh.shape["fsdp"]
+        rules = {"batch": ("data", "fsdp")}
+        if f % config.d_model == 0:
+            rules["embed"] = "fsdp"
+        for name, size in (("heads", config.n_heads), ("mlp", config.d_ff), ("vocab", config.vocab)):
+            if t % size == 0:
+                rules[name] = "tensor"
+        return rules
+    expect(EX, inverted, Status.FAIL, "必要以上に複製", "割り切れるので分割できます")

@@ -7,6 +7,7 @@ import orbax.checkpoint as ocp
 
 from ch6 import Status, lm
 from ch6.capstone import train
+from ch6.checks.s6_9b.restore_mesh import pristine
 from tests.checkhelp import boom, expect, not_done
 
 EX = "6.9b-2"
@@ -70,12 +71,23 @@ def test_the_data_position():
     def kept(directory, config, devices, spike):            # 保存した位置のまま（跳ねたバッチをもう一度）
         step = max(s for s in train.manager(directory).all_steps() if s < spike)
         return train.restore(train.manager(directory), _target(config, devices), step)
-    expect(EX, kept, Status.FAIL, "保存したまま", "spike")
+    expect(EX, kept, Status.FAIL, "保存した位置と同じです", "spike")
 
     def past(directory, config, devices, spike):            # spike のバッチまで飛ばす
         state, data = ref(directory, config, devices, spike)
         return state, {**data, "position": spike + 1}
     expect(EX, past, Status.FAIL, "位置 s − 1 のバッチ")
+
+    def one_less(directory, config, devices, spike):        # spike − 1（最初の場合は保存した位置と同じ数）
+        state, data = ref(directory, config, devices, spike)
+        return state, {**data, "position": spike - 1}
+    k = pristine()[3]                                      # 最初の場合: spike = 3k + 1、戻すのは 3k
+    expect(EX, one_less, Status.FAIL, "保存した位置と同じです", f"（ステップ {3 * k + 1} に使ったもの）")
+
+    def as_text(directory, config, devices, spike):
+        state, data = ref(directory, config, devices, spike)
+        return state, {**data, "position": str(spike)}
+    expect(EX, as_text, Status.FAIL, "整数で返します", "str")
 
     def new_seed(directory, config, devices, spike):
         state, data = ref(directory, config, devices, spike)
