@@ -4,6 +4,8 @@
 2. 演習ノートブック 6.1 に、正しい解答 1 つと間違った解答 1 つを書いて実行: ✅ と ❌ と ⏳ が出ること
 3. そのノートブックを ch6-grade で採点: 同じ結果になること
 4. 6.6 の 2 プロセス実行（python -m ch6.multihost.launch）が成功すること
+5. 6.9 の 3 冊（学習、チェックポイント、プロセスを失って再開）と 6.10 の講義ノートブックが、チェックアウトのない
+   フォルダで最後まで動き、どのセルもエラーを出さないこと（コーパス、ワーカー、採点データは wheel から）
 """
 from __future__ import annotations
 
@@ -81,4 +83,15 @@ mh = subprocess.run([sys.executable, "-m", "ch6.multihost.launch", "-n", "2", "-
 print(mh.stdout[-1500:])
 assert mh.returncode == 0, mh.stderr[-2000:]
 print("ok: python -m ch6.multihost.launch -n 2")
+
+# 5. 6.9a〜c と 6.10: wheel の中のコーパス（ch6/capstone/corpus.txt）とワーカー（ch6/capstone/worker.py）で
+for name in ("6_9a_train", "6_9b_checkpoint_resume", "6_9c_lost_process", "6_10_inference"):
+    book = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    for c in book.cells:
+        if c.cell_type == "code":
+            c.outputs = []
+    NotebookClient(book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute(env=env)
+    errors = [o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    print(f"ok: {name} runs from the wheel, no checkout")
 shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
