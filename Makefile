@@ -97,7 +97,7 @@ test-min: $(MIN_VENV)/.ch6-installed
 	$(MIN_VENV)/bin/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax -m "not mutation" \
 	  --deselect tests/test_consistency.py::test_installed_versions_match_pins
 
-# wheel だけを入れた環境（リポジトリなし、Colab と同じ）で: 演習ノートブック、採点、6.6 の 2 プロセス、6.9 と 6.10 の講義
+# wheel だけを入れた環境（リポジトリなし、Colab と同じ）で: 演習ノートブック、採点、6.6 の 2 プロセス、6.9 と 6.10 の本編
 test-wheel: $(STAMP)
 	bash .ci/wheel_smoke.sh $(PYTHON)
 
