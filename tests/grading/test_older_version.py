@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
 ASSIGNMENTS = exercises.from_folder(ROOT / "exercises")
 A61 = ASSIGNMENTS["6_1_vmap"]
+LAST = A61.ids[-1]  # 6.1 の最後の演習（演習を足しても、ここは exercises.json から読む）
 
 
 def _exercise(name="6_1_vmap"):
@@ -29,10 +30,10 @@ def _exercise(name="6_1_vmap"):
 
 
 def _without_last_exercise():
-    """最後の演習（6.1-6）がまだなかった版: 6.1-5 のチェックのセルより後ろの、6.1-6 のセルまでを除く。"""
+    """最後の演習（LAST）がまだなかった版: その前の演習のチェックのセルより後ろの、LAST のセルまでを除く。"""
     nb = _exercise()
     blocks = tamper.exercise_blocks(A61)
-    drop = set(blocks["6.1-6"])
+    drop = set(blocks[LAST])
     nb.cells = [c for k, c in enumerate(nb.cells) if k not in drop]
     return nb
 
@@ -71,7 +72,7 @@ def test_real_older_version_says_which_exercise_it_lacks():
 
 def test_older_version_without_the_last_exercise():
     notes = tamper.structure_notes(_without_last_exercise(), A61)
-    assert notes == ["古い版の演習ノートブックからの提出のようです: 演習 6.1-6（batchnorm_image）がありません"
+    assert notes == [f"古い版の演習ノートブックからの提出のようです: 演習 {LAST}（{A61.titles[LAST]}）がありません"
                      "（⚠️ にしました）。今の版を配り直すか、その演習を採点から外してください。"]
 
 
@@ -98,15 +99,15 @@ def test_deleting_only_the_solution_cell_is_still_a_deletion():
 def test_grading_marks_the_lacking_exercise_with_the_plain_reason(tmp_path, monkeypatch):
     """採点の表: 古い版にない演習は ⚠️ で、理由は「古い版にはこの演習がありません」（関数が見つからない、ではない）。"""
     async def run(nb, assignment, cfg, cwd):
-        return {i: ExerciseResult(i, assignment.titles[i], Status.NOT_GRADED if i == "6.1-6" else Status.NOT_DONE,
-                                  "関数 batchnorm_image が見つかりません") for i in assignment.ids}, []
+        return {i: ExerciseResult(i, assignment.titles[i], Status.NOT_GRADED if i == LAST else Status.NOT_DONE,
+                                  f"関数 {assignment.titles[LAST]} が見つかりません") for i in assignment.ids}, []
 
     monkeypatch.setattr("ch6.grading.execute.execute_and_check", run)
     path = tmp_path / "tanaka_6_1_vmap.ipynb"
     nbformat.write(_without_last_exercise(), path)
     row = asyncio.run(batch.grade_one(path, ASSIGNMENTS, Config(jobs=1)))
     assert (row.learner, row.notebook) == ("tanaka", "6_1_vmap")
-    r = row.exercises["6.1-6"]
+    r = row.exercises[LAST]
     assert (r.status, r.message) == (Status.NOT_GRADED, tamper.LACKING_MESSAGE) and r.mark == "⚠️"
     assert all(row.exercises[i].status is Status.NOT_DONE for i in A61.ids[:-1])
     assert len(row.notes) == 1 and row.notes[0].startswith("古い版の演習ノートブック")
