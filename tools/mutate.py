@@ -1147,6 +1147,12 @@ def _run(ns: dict, src: str, ex_id: str, fn_name: str) -> Outcome:
     return Outcome(ex_id, "", res.status, res.message, seconds=time.process_time() - start)
 
 
+def weak_exercises(outcomes: list[Outcome], min_score: float) -> dict[str, float]:
+    """自分の変異体だけで数えたスコアが min_score に届かない演習（新しい演習の生き残りが、節の全体のスコアに
+    埋もれないように）。"""
+    return {ex: s for ex, os_ in per_exercise(outcomes).items() if (s := score(os_)[3]) < min_score}
+
+
 def score(outcomes: list[Outcome]) -> tuple[int, int, int, float]:
     counted = [o for o in outcomes if o.status != "broken"]
     eq = [o for o in counted if not o.killed and o.equivalent]
@@ -1197,7 +1203,11 @@ def main(argv=None) -> int:
         for o in outcomes:
             print(f"{o.exercise:8s} {o.status:7s} {o.operator:22s} {o.label} :: {o.message[:150]}")
     print(report(outcomes))
-    return 0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) else 1
+    weak = weak_exercises(outcomes, args.min_score)
+    if weak:
+        print(f"exercises below {args.min_score:.0%} on their own: "
+              + ", ".join(f"{ex} {s:.0%}" for ex, s in weak.items()), file=sys.stderr)
+    return 0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) and not weak else 1
 
 
 if __name__ == "__main__":

@@ -233,6 +233,8 @@ def test_mutation_score(record_property):
     stale = set(mutate.load_equivalent()) - {(o.exercise, o.label) for o in outcomes if not o.killed}
     assert not stale, f"tools/mutants_equivalent.txt lists mutants that no longer survive: {sorted(stale)}"
     assert score >= MIN_SCORE, text
+    weak = mutate.weak_exercises(outcomes, MIN_SCORE)
+    assert not weak, f"exercises whose own mutants score below {MIN_SCORE:.0%}: {weak}\n{text}"
     few = mutate.too_few(outcomes)
     assert not few, (f"exercises with fewer than {mutate.MIN_MUTANTS} mutants and no '(few mutants)' reason in "
                      f"tools/mutants_equivalent.txt (add operators to tools/mutate.py or give the reason): {few}\n{text}")
