@@ -10,12 +10,17 @@
 ページがすべて（しかも、その語を含むページだけが）結果に出て、件数が出て、抜き出しが本文から取られ、題や見出しに
 語があるページが先に並び、結果が節へリンクし、用語集の英語でも日本語の用語のページが見つかること。
 
+欠陥を見つける確かめ（生の Markdown の表、列より広い表、件数のない検索、テーマの部品の抜き出し、はみ出す数式、
+パスの alt、画面の英語）は、どれも問題の一覧を返す関数（raw_table_problems など）。本物のサイトでは一覧が空で、
+test_detects_* は、作ったサイトの写しのページにその欠陥を 1 つ戻すと、関数がその欠陥を名指しすることを確かめる。
+
 スクリーンショットは build/site-screenshots/（CH6_SITE_SCREENSHOTS で変えられる）に：最初のページ（landing.png）、
 1 つのレッスンの 1280 px と 390 px（lesson-6_3b-1280.png、lesson-6_3b-390.png）、用語集（glossary.png）、
 「集団通信」の検索（search-shudan-tsushin.png）、それに lessons/ にレッスンごとに 1 枚。
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -162,6 +167,69 @@ class Site:
 
 def lesson_pages() -> list[str]:
     return [f"notebooks/{p.stem}.html" for p in build_site.lessons()]
+
+
+# ---------------------------------------------------------------- 欠陥を見つける関数
+# どれも 1 ページを測った値（LAYOUT_JS か CHROME_JS の結果、検索なら検索のページ）を受け取り、見つけた問題を
+# 1 つ 1 行で返す。行は欠陥の名前（下の定数）で始まる。本物のサイトのテストは一覧が空であることを確かめ、
+# test_detects_* はサイトの写しに欠陥を 1 つ戻して、その名前の行が出ることを確かめる。
+PAGE_OVERFLOW = "横にはみ出すページ"
+RAW_TABLE = "生の Markdown の表（| --- |）"
+WIDE_TABLE = "本文の列より広い表"
+UNRENDERED_MATH = "MathJax で描かれていない数式"
+OVERFLOWING_MATH = "列からはみ出す数式"
+PATH_ALT = "図の alt がパスか空"
+ENGLISH_UI = "画面の部品に英語"
+NO_RESULTS = "検索の結果がない"
+NO_COUNT = "検索の件数がない（または結果の数と違う）"
+CHROME_SNIPPET = "抜き出しにテーマの部品"
+
+
+def measure(page: Page, url: str, width: int) -> dict:
+    """url を幅 width で開いて LAYOUT_JS で測る（600 px より狭ければ電話として）。"""
+    page.set_viewport(width, 844 if width < 600 else 900, mobile=width < 600)
+    try:
+        page.navigate(url)
+        return page.evaluate(LAYOUT_JS)
+    finally:
+        page.set_viewport(1280, 900)
+
+
+def page_overflow_problems(layout: dict) -> list[str]:
+    if not layout["overflow"]:
+        return []
+    return [f"{PAGE_OVERFLOW}: scrollWidth {layout['overflow']} px（画面は {layout['width']} px）"]
+
+
+def raw_table_problems(layout: dict) -> list[str]:
+    return [f"{RAW_TABLE}: {text}" for text in layout["pipe_tables"]]
+
+
+def wide_table_problems(layout: dict) -> list[str]:
+    return [f"{WIDE_TABLE}: {text}" for text in layout["wide_tables"]]
+
+
+def math_problems(layout: dict) -> list[str]:
+    return ([f"{UNRENDERED_MATH}: {text}" for text in layout["math_unrendered"]]
+            + [f"{OVERFLOWING_MATH}: {text}" for text in layout["math_overflow"]])
+
+
+def alt_problems(layout: dict) -> list[str]:
+    return [f"{PATH_ALT}: {alt!r}" for alt in layout["bad_alts"]]
+
+
+def _english_words(strings: list[str]) -> set[str]:
+    words = set()
+    for text in strings:
+        for w in re.findall(r"[A-Za-z][A-Za-z']{2,}", text):
+            if w.lower() not in UI_NAMES:
+                words.add(w)
+    return words
+
+
+def english_ui_problems(chrome: dict) -> list[str]:
+    """CHROME_JS の結果から、画面の部品（ボタン・ナビゲーション・検索・属性）に残った英語の語。"""
+    return [f"{ENGLISH_UI}: {w}" for w in sorted(_english_words(chrome.get("texts", []) + chrome.get("attrs", [])))]
 
 
 @pytest.fixture(scope="module")
@@ -375,30 +443,43 @@ def search(site: Site, word: str) -> set[str]:
 CHROME_WORDS = ["System Settings", "システムの設定", "ライト", "ダーク", "目次", "このページの内容", "コピー", "Ctrl", "印刷・PDF"]
 
 
-@pytest.mark.parametrize("word", COURSE_WORDS + ["collective"])
-def test_search_shows_count_snippets_order_and_sections(site, word):
+def search_problems(site: Site, word: str) -> list[str]:
+    """word で検索したページの問題：結果や件数がない、抜き出しがテーマの部品や語のない文、題に語のあるページが後、
+    レッスンの結果が節へリンクしない（またはない id へ）。"""
     found = search_results(site, word)
     items = found["items"]
-    assert items, word
+    if not items:
+        return [f"{NO_RESULTS}: {word}"]
+    problems = []
     m = re.search(r"(\d+)\s*ページ", found["status"])
-    assert m and int(m.group(1)) == len(items), f"件数がない、または結果の数と違う: {found['status']!r} / {len(items)}"
+    if not (m and int(m.group(1)) == len(items)):
+        problems.append(f"{NO_COUNT}: {found['status']!r}（結果は {len(items)} 件）")
     names = [word.lower(), *[ja for ja, en in course_site.synonyms().items() if word.lower() in en]]
     for item in items:
         chrome = [c for c in CHROME_WORDS if c in item["snippet"]]
-        assert not chrome, f"抜き出しにテーマの部品 {chrome}: {item}"
-        assert any(n in item["snippet"].lower() for n in names), f"抜き出しに「{word}」がない: {item}"
+        if chrome:
+            problems.append(f"{CHROME_SNIPPET} {chrome}: {item}")
+        if not any(n in item["snippet"].lower() for n in names):
+            problems.append(f"抜き出しに「{word}」がない: {item}")
     # 題に語があるページが先に
     in_title = [any(n in site.page.evaluate(
         f"Search._index.titles[Search._index.docnames.indexOf({json.dumps(site.rel(i['href']).removesuffix('.html'))})]"
     ).lower() for n in names) for i in items]
-    assert in_title == sorted(in_title, reverse=True), list(zip(in_title, [i["title"] for i in items]))
+    if in_title != sorted(in_title, reverse=True):
+        problems.append(f"題に語のあるページが先に並んでいない: {list(zip(in_title, [i['title'] for i in items]))}")
     # レッスンの結果は節へリンクする
-    unanchored = [i["href"] for i in items if "/notebooks/" in i["href"] and "#" not in i["href"]]
-    assert not unanchored, unanchored
+    problems += [f"節へリンクしない結果: {i['href']}" for i in items if "/notebooks/" in i["href"] and "#" not in i["href"]]
     for item in items:
         fragment = urllib.parse.unquote(urllib.parse.urlsplit(item["href"]).fragment)
-        if fragment:
-            assert fragment in _ids(site.out / site.rel(item["href"]), {}), item["href"]
+        if fragment and fragment not in _ids(site.out / site.rel(item["href"]), {}):
+            problems.append(f"結果のリンクの先の id がない: {item['href']}")
+    return problems
+
+
+@pytest.mark.parametrize("word", COURSE_WORDS + ["collective"])
+def test_search_shows_count_snippets_order_and_sections(site, word):
+    problems = search_problems(site, word)
+    assert not problems, "\n".join(problems)
 
 
 def test_search_for_collective_lists_6_3b_first(site):
@@ -428,11 +509,12 @@ def test_search_finds_the_pages_that_use_the_word(site, word):
     assert found <= contains, f"「{word}」を含まないのに出たページ: {sorted(found - contains)}"
 
 
-def _problems(site: Site, key: str, widths=WIDTHS) -> dict[str, list]:
+def _problems(site: Site, check, widths=WIDTHS) -> dict[str, list]:
+    """すべてのページの、幅ごとの測った値に check（raw_table_problems など）をかけた結果（問題のあるものだけ）。"""
     found = {}
     for rel in site.content_pages():
         for w in widths:
-            value = site.visits[rel].layout.get(w, {}).get(key)
+            value = check(site.visits[rel].layout[w])
             if value:
                 found[f"{rel} @{w}px"] = value
     return found
@@ -440,26 +522,26 @@ def _problems(site: Site, key: str, widths=WIDTHS) -> dict[str, list]:
 
 def test_every_page_at_390_and_1280_px(site):
     """すべてのページ（レッスンはすべて）を電話の幅と画面の幅で見た。横にはみ出すページがない。"""
+    assert set(lesson_pages()) <= set(site.content_pages())
     for rel in site.content_pages():
         assert set(site.visits[rel].layout) == set(WIDTHS), rel
         for w in WIDTHS:
             assert site.visits[rel].layout[w]["width"] <= w, (rel, w)
-    wide = _problems(site, "overflow")
-    assert not wide, f"横にはみ出すページ（scrollWidth）: {wide}"
+    wide = _problems(site, page_overflow_problems)
+    assert not wide, json.dumps(wide, ensure_ascii=False, indent=1)
 
 
 def test_no_raw_markdown_tables(site):
     """出力の Markdown の表（6.3b の通信の表など）が |---| の文字のままではなく表になっている。"""
-    raw = _problems(site, "pipe_tables", widths=(1280,))
+    raw = _problems(site, raw_table_problems, widths=(1280,))
     assert not raw, json.dumps(raw, ensure_ascii=False, indent=1)
-    assert site.visits[SHOWCASE].layout[1280]["pipe_tables"] == []
     html = (site.out / SHOWCASE).read_text(encoding="utf-8")
     assert html.count("<table") >= 2, "6.3b の出力の表が <table> になっていない"
 
 
 def test_tables_fit_their_column(site):
     """どの表も本文の列の幅を超えない（1280 px でも 390 px でも。横にスクロールさせない）。"""
-    wide = _problems(site, "wide_tables")
+    wide = _problems(site, wide_table_problems)
     assert not wide, json.dumps(wide, ensure_ascii=False, indent=1)
 
 
@@ -467,15 +549,13 @@ def test_math_is_rendered_and_fits(site):
     """数式は MathJax で描かれ（ネットから読み込まない）、1280 px では列に収まり、どの幅でも余計なスクロールバーがない。"""
     pages_with_math = [rel for rel in lesson_pages() if site.visits[rel].layout[1280]["math_count"]]
     assert len(pages_with_math) >= 3, pages_with_math
-    unrendered = _problems(site, "math_unrendered")
-    assert not unrendered, unrendered
-    overflow = _problems(site, "math_overflow")
-    assert not overflow, json.dumps(overflow, ensure_ascii=False, indent=1)
+    problems = _problems(site, math_problems)
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 
 def test_figures_have_descriptions_not_paths(site):
     """図の alt は出力が持つ図の説明（「図：…」）。ファイルのパスや空ではない。"""
-    bad = _problems(site, "bad_alts", widths=(1280,))
+    bad = _problems(site, alt_problems, widths=(1280,))
     assert not bad, json.dumps(bad, ensure_ascii=False, indent=1)
     site.page.navigate(site.base + SHOWCASE)
     alts = site.page.evaluate("[...document.querySelectorAll('img.course-figure')].map((i) => i.alt)")
@@ -518,7 +598,7 @@ def test_wide_code_and_wrapped_outputs_at_1280(site):
     cells = sum(site.visits[rel].layout[1280]["code_cells"] for rel in lesson_pages())
     scrolling = sum(site.visits[rel].layout[1280]["code_scrolling"] for rel in lesson_pages())
     assert cells > 100 and scrolling / cells < 0.25, f"{scrolling} / {cells} のセルが横にスクロールする"
-    outputs = _problems(site, "outputs_scrolling")
+    outputs = _problems(site, lambda layout: layout["outputs_scrolling"])
     assert not outputs, json.dumps(outputs, ensure_ascii=False, indent=1)
 
 
@@ -539,22 +619,13 @@ def test_intentional_errors_are_marked(site):
     assert "わざと起こしたエラー" in label
 
 
-def _english_words(strings: list[str]) -> set[str]:
-    words = set()
-    for text in strings:
-        for w in re.findall(r"[A-Za-z][A-Za-z']{2,}", text):
-            if w.lower() not in UI_NAMES:
-                words.add(w)
-    return words
-
-
 def test_interface_is_japanese(site):
     """画面の部品（ボタン、ナビゲーション、検索、見出しのリンク、フッタ）の文字と属性に英語が残っていない。"""
     english = {}
     for rel, visit in site.visits.items():
-        found = _english_words(visit.chrome.get("texts", []) + visit.chrome.get("attrs", []))
+        found = english_ui_problems(visit.chrome)
         if found:
-            english[rel] = sorted(found)
+            english[rel] = found
     assert not english, json.dumps(english, ensure_ascii=False, indent=1)
     assert all(v.chrome.get("attrs") for v in site.visits.values())
 
@@ -635,3 +706,132 @@ def test_screenshots(site):
     for shot in [*SCREENSHOTS.glob("*.png"), *(SCREENSHOTS / "lessons").glob("*.png")]:
         data = shot.read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 20_000, shot.name
+
+
+# ---------------------------------------------------------------- 欠陥を戻すと見つかること（issue 32）
+# 作ったサイトの写し（ファイルは元へのシンボリックリンク）で、1 つのファイルだけを書き換えて欠陥を戻し、
+# 別のポートで配って同じ関数で確かめる。元のサイト（ほかのテストが見るもの）は変えない。
+
+
+@contextlib.contextmanager
+def altered_copy(site: Site, folder: Path, changes: dict):
+    """changes（サイトの中のパス → 文字列を書き換える関数）を当てた写しを配り、その Site を返す。"""
+    out = folder / "_site"
+    shutil.copytree(site.out, out, copy_function=os.symlink)
+    for rel, change in changes.items():
+        text = (site.out / rel).read_text(encoding="utf-8")
+        new = change(text)
+        assert new != text, f"{rel}: 欠陥を戻せなかった（書き換える場所がない）"
+        (out / rel).unlink()
+        (out / rel).write_text(new, encoding="utf-8")
+    with serve(out) as base:
+        yield Site(out, base, site.page, 0.0, 0.0)
+
+
+OUTPUT_TABLE = re.compile(r'<div class="pst-scrollable-table-container"><table class="table">.*?</table>\s*</div>', re.S)
+
+
+def _as_pipe_text(html: str) -> str:
+    """最初の出力の表を、表にする前の Markdown の文字（| a | b | と | --- |）の段落に戻す。"""
+    m = OUTPUT_TABLE.search(html)
+    assert m, "出力の表がない"
+    rows = [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", m.group(0), re.S)]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
+    lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    return html[:m.start()] + "<p>" + "\n".join(lines) + "</p>" + html[m.end():]
+
+
+def _widen_table(html: str) -> str:
+    """最初の出力の表に、折り返さない長い行を足す。"""
+    m = OUTPUT_TABLE.search(html)
+    assert m, "出力の表がない"
+    row = '<tr><td colspan="3" style="white-space: nowrap">' + " ".join(["jax.lax.psum_scatter(x, 'i')"] * 30) + "</td></tr>"
+    table = m.group(0).replace("</tbody>", row + "</tbody>", 1)
+    return html[:m.start()] + table + html[m.end():]
+
+
+MATH_DIV = '<div class="math notranslate nohighlight">'
+
+
+def _long_equation(html: str) -> str:
+    """最初の数式の前に、列より長い式（80 項の和）を足す。"""
+    terms = " + ".join(f"w_{{{i}}} x_{{{i}}}" for i in range(80))
+    return html.replace(MATH_DIV, f"{MATH_DIV}\n\\[L = {terms}\\]\n</div>\n{MATH_DIV}", 1)
+
+
+def _alt_is_path(html: str) -> str:
+    """図の alt を、図の説明ではなく画像のパスに（myst-nb がそのまま出すもの）。"""
+    return re.sub(r'<img alt="[^"]*" class="course-figure"([^>]*?) src="([^"]+)"',
+                  r'<img alt="\2" class="course-figure"\1 src="\2"', html)
+
+
+def _english_attributes(html: str) -> str:
+    """日本語にした属性を、テーマと Sphinx の英語に戻す。"""
+    for english, japanese in [*course_site.UI_JA_ATTRIBUTES.items(),
+                              ('title="Link to this heading"', 'title="この見出しへのリンク"')]:
+        html = html.replace(japanese, english)
+    return html
+
+
+def _count_without_number(js: str) -> str:
+    """検索の件数の訳を、Sphinx の日本語の訳のとおりの空に戻す（件数の行が出ない）。"""
+    key = '"Search finished, found one page matching the search query.": ['
+    start = js.index(key) + len(key)
+    return js[:start] + '\n            ""\n        ' + js[js.index("]", start):]
+
+
+def _sphinx_snippets(js: str) -> str:
+    """講座の抜き出し（本文の段落から）をやめ、Sphinx の抜き出し（[role=main] の全文から）に戻す。"""
+    return js.replace("Search.makeSearchSummary = CourseSearch.summary;", "")
+
+
+def _named(problems: list[str], name: str) -> list[str]:
+    return [p for p in problems if p.startswith(name)]
+
+
+def test_detects_raw_markdown_table(site, tmp_path):
+    with altered_copy(site, tmp_path, {SHOWCASE: _as_pipe_text}) as copy:
+        found = _named(raw_table_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), RAW_TABLE)
+    assert found and "| jax.lax |" in found[0], found
+
+
+def test_detects_table_wider_than_its_column(site, tmp_path):
+    with altered_copy(site, tmp_path, {SHOWCASE: _widen_table}) as copy:
+        for width in WIDTHS:
+            found = _named(wide_table_problems(measure(copy.page, copy.base + SHOWCASE, width)), WIDE_TABLE)
+            assert found and "HLO の集団通信" in found[0], (width, found)
+
+
+def test_detects_overflowing_equation(site, tmp_path):
+    lesson = next(rel for rel in lesson_pages() if MATH_DIV in (site.out / rel).read_text(encoding="utf-8"))
+    with altered_copy(site, tmp_path, {lesson: _long_equation}) as copy:
+        layout = measure(copy.page, copy.base + lesson, 1280)
+    assert _named(math_problems(layout), OVERFLOWING_MATH), (lesson, layout["math_overflow"])
+    assert not _named(math_problems(layout), UNRENDERED_MATH), "足した式も MathJax で描かれる"
+
+
+def test_detects_alt_that_is_a_path(site, tmp_path):
+    with altered_copy(site, tmp_path, {SHOWCASE: _alt_is_path}) as copy:
+        found = _named(alt_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), PATH_ALT)
+    assert found and all("_images/" in p for p in found), found
+
+
+def test_detects_english_interface_string(site, tmp_path):
+    with altered_copy(site, tmp_path, {SHOWCASE: _english_attributes}) as copy:
+        copy.page.navigate(copy.base + SHOWCASE)
+        found = _named(english_ui_problems(copy.page.evaluate(CHROME_JS)), ENGLISH_UI)
+    words = {p.removeprefix(f"{ENGLISH_UI}: ") for p in found}
+    assert {"Toggle", "sidebar", "Link", "heading"} <= words, found
+
+
+def test_detects_search_without_count(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/translations.js": _count_without_number}) as copy:
+        found = _named(search_problems(copy, "集団通信"), NO_COUNT)
+    assert found, "件数の行を消しても見つからない"
+
+
+def test_detects_snippet_of_theme_chrome(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course-search.js": _sphinx_snippets}) as copy:
+        found = _named(search_problems(copy, "shard_map"), CHROME_SNIPPET)
+    assert found, "テーマの部品の抜き出しが見つからない"
