@@ -143,10 +143,10 @@ def _perms_or_fail(run, w, xs, n: int):
         raise
     if not perms and others:
         used = "・".join(sorted(others))
-        cost = ("全デバイスの y を集めるので、1 デバイスが受け取るバイトが ppermute の n − 1 倍に増えます" if "all_gather" in others
+        cost = ("1 デバイスが受け取るバイトが全デバイスの y の分、ppermute の n − 1 倍に増えます" if "all_gather" in others
                 else "全デバイスにまたがる集団通信になり、ppermute より多くのバイトを送ります")
-        raise Fail(f"ppermute の代わりに {used} で受け渡しています。値が合っても、{cost}。パイプラインの受け渡しは"
-                   " 1 つ先へ送るだけなので、y を lax.ppermute で (i + 1) % n へ送り、次の state にします。")
+        raise Fail(f"ppermute の代わりに {used} で受け渡しているので、値が合っても、{cost}。受け渡しは 1 つ先へ送るだけ"
+                   "なので、y を lax.ppermute で (i + 1) % n へ送ります。")
     if not perms:
         raise Fail("ppermute がないので、y が次のデバイスへ届きません。y を lax.ppermute で (i + 1) % n へ送り、"
                    "次の state にします。")

@@ -99,8 +99,8 @@ def _explain_orbax_error(err: LearnerError, where: str, directory: Path, spike: 
             raise Fail(f"{where}（spike = {spike}）: ステップ {step} は書き終えていない（完了の印のない一時ディレクトリの）"
                        "チェックポイントです。ディレクトリの名前を数えるのではなく、mgr.all_steps() の完全なステップから"
                        "選びます。") from None
-        raise Fail(f"{where}（spike = {spike}）: ステップ {step} は保存されていません。チェックポイントは k ステップごと"
-                   "なので、spike − 1 があるとは限りません。mgr.all_steps() にあるステップから選びます。") from None
+        raise Fail(f"{where}（spike = {spike}）: ステップ {step} は保存されていません（チェックポイントは数ステップごとで、"
+                   "spike − 1 があるとは限りません）。mgr.all_steps() にあるステップから選びます。") from None
 
 
 def _cases(n: int, k: int) -> list[tuple[int, int]]:
@@ -169,14 +169,13 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
     position = int(position)
     at = f"{where}（spike = {spike}）"
     if step == spike:
-        raise Fail(f"{at}: ステップ {step} のチェックポイントを復元しました。これはステップ {spike} の更新（損失が跳ねた"
-                   f"バッチの勾配）を適用した後の状態です。spike より小さいステップから選びます（{best}）。")
+        raise Fail(f"{at}: 復元したステップ {step} は、損失が跳ねたバッチの勾配でステップ {spike} の更新を終えた後の"
+                   f"状態です。spike より小さいステップから選びます（{best}）。")
     if step > spike:
-        raise Fail(f"{at}: ステップ {step} を復元しました。損失が跳ねたステップ {spike} より後の状態なので、跳ねた"
-                   "更新を含んだままです。mgr.latest_step() ではなく、spike より小さい完全なステップのうち最新のものを"
-                   "選びます。")
+        raise Fail(f"{at}: 復元したステップ {step} は損失が跳ねたステップ {spike} より後なので、跳ねた更新を含んだままです。"
+                   "mgr.latest_step() ではなく、spike より小さい完全なステップのうち最新のものを選びます。")
     if step < best:
-        raise Fail(f"{at}: ステップ {step} を復元しました。spike より前の完全なチェックポイントには、もっと新しいステップ"
+        raise Fail(f"{at}: ステップ {step} を復元しましたが、spike より前の完全なチェックポイントにはもっと新しいステップ"
                    f" {best} があります（完全なステップ: {saved}）。巻き戻すのは必要な分だけにします。")
     if step != best:
         raise Fail(f"{at}: ステップ {step} を復元しましたが、そのステップは完全なチェックポイントにありません"
@@ -190,8 +189,8 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
                    f"もう一度読みます）。跳ねる前のバッチ（{skipped} に使ったもの）を飛ばすので、'position' は spike"
                    f"（{spike}）にします。")
     if position != spike:
-        raise Fail(f"{at}: データの位置が {position} でした。位置はそれまでに使ったバッチの数で、ステップ s は位置 s − 1 の"
-                   f"バッチを使います。{skipped} のバッチを飛ばすと、位置は {spike} です。")
+        raise Fail(f"{at}: データの位置が {position} でした（位置はそれまでに使ったバッチの数で、ステップ s は位置 s − 1 の"
+                   f"バッチを使います）。{skipped} のバッチを飛ばすと、位置は {spike} です。")
 
 
 def _check_arrays(state, want_values: dict, config, devices, where: str) -> None:

@@ -51,7 +51,7 @@ def test_choosing_the_step():
     def at_or_before(directory, config, devices, spike):    # <= spike
         step = max(s for s in train.manager(directory).all_steps() if s <= spike)
         return _restore(directory, config, devices, step, spike)
-    expect(EX, at_or_before, Status.FAIL, "更新（損失が跳ねたバッチの勾配）を適用した後")
+    expect(EX, at_or_before, Status.FAIL, "損失が跳ねたバッチの勾配でステップ", "更新を終えた後")
 
     def oldest(directory, config, devices, spike):
         return _restore(directory, config, devices, train.manager(directory).all_steps()[0], spike)
