@@ -170,8 +170,9 @@ def _comments(src: str) -> list[tuple[int, str]]:
 
 
 def code_texts(src: str) -> list[tuple[int, str]]:
-    """コードセルのうち学習者が読むもの: コメントと、日本語を含む文字列リテラル。"""
-    return sorted(_comments(src) + _strings(src))
+    """コードセルのうち学習者が読むもの: コメントと、日本語を含む文字列リテラル（docstring も。ノートブックの関数の
+    docstring は学習者がセルの中で読む）。"""
+    return sorted(_comments(src) + _strings(src, docstrings=True))
 
 
 def myst_texts(md: str) -> list[tuple[int, str]]:

@@ -77,6 +77,13 @@ def test_code_strings_skip_docstrings_and_read_f_strings_as_templates():
     assert texts == [(3, "期待 {x.shape}、実際 {x}")], texts
 
 
+def test_notebook_code_cells_read_docstrings_too():
+    """ノートブックの関数の docstring は学習者がセルの中で読むので、コードセルでは読む（.py のチェックでは読まない）。"""
+    src = 'def f(x):\n    """割り切れる最初の軸を \'data\' で分ける"""\n    return x\n'
+    assert (2, "割り切れる最初の軸を 'data' で分ける") in glossary.code_texts(src)
+    assert glossary.scan({"cells": [{"cell_type": "code", "source": src}]})
+
+
 def test_a_notebook_with_a_twin_is_reported_by_the_md_line(tmp_path):
     md = tmp_path / "n.md"
     md.write_text("---\njupytext:\n  formats: ipynb,md:myst\n---\n\n# 見出し\n\n本文はここ\n\n"
@@ -229,6 +236,10 @@ CAUGHT = [
     "赤の箱がデバイス 0 です",
     "✔ 一致",
     "shape (8, 3) <- 元の形",
+    # docstring と「分け、」「分けました」（6.3b、6.4 の解答で見つかったもの）
+    "結果を行（0 軸）で分けました",
+    "いちばん長い軸を 'data' で分け、ほかは複製して",
+    "6.8b 節のオンラインソフトマックスと同じ測り直しで",
 ]
 ALLOWED = [
     "ヒストグラムのビンの分け方は bins で決めます",                   # issue 19
@@ -295,6 +306,8 @@ ALLOWED = [
     "持ち主のない部分はハッチ（斜線）で示します",
     "✅ 一致",
     "shape (8, 3) → 元の形",
+    "バッチを k 個の **マイクロバッチ**（microbatch）に分け、順に勾配を求めて足します",
+    "層を前から順にステージに分け、境目の活性値だけを隣へ送ります",
 ]
 
 
