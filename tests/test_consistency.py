@@ -177,3 +177,19 @@ def test_no_notebook_imports_jax_private_modules(path):
     for cell in _nb(path)["cells"]:
         if cell["cell_type"] == "code":
             assert "jax._src" not in _src(cell), f"{path.name}: {_src(cell).splitlines()[0]}"
+
+
+LEGEND = "- ✅ 正解 ／ ❌ 不正解（理由とヒント）／ ⏳ まだ解いていない"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("6_*.md")), ids=lambda p: p.stem)
+def test_exercise_scaffolding_has_the_one_wording(path):
+    """CONTRIBUTING の「Exercise scaffolding」: 凡例の 1 行（その後ろは空行）、最後の「すべて ✅ になったら、6.N は
+    完了です。」、見出しの印は（チャレンジ）だけ。6.5 は小テスト（選択式）なので、凡例と完了の行は持たない。"""
+    text = path.read_text(encoding="utf-8")
+    section = path.stem.split("_")[1]
+    if section == "5":
+        return
+    assert text.count(LEGEND + "\n\n") == 1, f"{path.name}: 凡例の行「{LEGEND}」（後ろに空行）がちょうど 1 つ必要です"
+    assert f"すべて ✅ になったら、6.{section} は完了です。" in text, f"{path.name}: 完了の行がありません"
+    assert "（挑戦）" not in text and "必ず守ること" not in text, f"{path.name}: （チャレンジ）と **必須** を使います"
