@@ -376,6 +376,13 @@ def negate_compare(node, ctx):
         yield f"条件を逆にする（{_text(node)}）", _negate_compare
 
 
+@operator(ast.Compare)
+def compare_strictness(node, ctx):
+    """境目の比較を入れ替える（< ↔ <=、> ↔ >=）。"""
+    if len(node.ops) == 1 and isinstance(node.ops[0], tuple(_STRICTNESS)):
+        yield f"境目を入れ替える（{_text(node)}）", _flip_strictness
+
+
 @operator(ast.FunctionDef)
 def drop_jit_decorator(node, ctx):
     """@jax.jit を外す。"""
@@ -695,6 +702,13 @@ def _flip_sign(n):
 
 def _negate_compare(n):
     n.ops = [ast.NotEq() if isinstance(n.ops[0], ast.Eq) else ast.Eq()]
+
+
+_STRICTNESS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+
+
+def _flip_strictness(n):
+    n.ops = [_STRICTNESS[type(n.ops[0])]()]
 
 
 def _drop_jit(n):

@@ -46,6 +46,7 @@ EXAMPLES = {
     "drop_small_term": "return x + eps",
     "ring_direction": "return (i + shift) % n",
     "negate_compare": "return x == 0",
+    "compare_strictness": "return x < n",
     "drop_jit_decorator": "@jax.jit\ndef run(a):\n    return a\nreturn run",
     "swap_return": "return x, mesh",
     "other_answer": 'return "b"',

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import math
 
-from ...checking import Fail, call, exercise
+from ...checking import Fail, LearnerError, call, exercise
 from .common import exercise_rng, whole_number
 
 # 必須: 2·B·N / flops >= (w·N + B·context·kv) / hbm_bw を満たす最小の整数 B >= 1。なければ None。
+
+# 境目: 1 行の計算の時間 2N / flops と KV を読む時間 context·kv / hbm_bw がちょうど等しい組（どちらも 4e-5 秒。
+# 割り算はどちらも正確な値 4e-5 を丸めるので、浮動小数でも差は 0.0）。バッチを増やしても追いつかないので None
+TIE = (2e10, 2, 78_125.0, 1024, 1e15, 2e12)
 
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
@@ -53,7 +57,8 @@ def check_decode_critical_batch(fn):
         got.append(None if value is None else whole_number(value, "decode_critical_batch の戻り値"))
     want = [_answer(*c) for c in cases]
     if got == want:
-        return (f"隠しのモデルとチップ {len(cases)} 通り（計算律速にならない組を含む）で、"
+        _check_tie(fn)
+        return (f"隠しのモデルとチップ {len(cases) + 1} 通り（計算律速にならない組と、差がちょうど 0 の組を含む）で、"
                 "計算律速になる最小のバッチが一致しました。")
     mistakes = [
         (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
@@ -78,3 +83,18 @@ def check_decode_critical_batch(fn):
                    "切り上げ（math.ceil）です。")
     raise Fail(f"隠しの組の 1 つで、最小のバッチは {want[k]} のはずが {got[k]} でした。"
                "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解きましょう。")
+
+
+def _check_tie(fn) -> None:
+    """1 行の計算と KV の読み込みがちょうど等しい組: None（< 0 で比べると 0 で割る、または巨大な B を返す）。"""
+    assert _answer(*TIE) is None
+    try:
+        value = call(fn, *TIE)
+    except LearnerError as err:
+        if isinstance(err.exc, ZeroDivisionError):
+            raise Fail("1 行の計算の時間と KV を読む時間がちょうど等しい組で、0 で割りました。差が 0 以下ならバッチを"
+                       "増やしても追いつかないので、None を返します（< 0 ではなく <= 0 で比べます）。") from None
+        raise
+    if value is not None:
+        raise Fail(f"1 行の計算の時間と KV を読む時間がちょうど等しい組で {value!r} を返しています。等しいときも"
+                   "バッチを増やして追いつかないので、None を返します（<= 0）。")

@@ -1,4 +1,4 @@
-"""6.10-2 decode_critical_batch: デコードが計算律速になる最小のバッチ（KV キャッシュの読み込みを含む）。"""
+"""6.10-2 decode_critical_batch: デコードが計算律速になる最小のバッチ（KV キャッシュの読み込みを含む）。差がちょうど 0 の組（< 0 で比べて 0 で割る、巨大な B を返す）も名指しする。"""
 from __future__ import annotations
 
 import math
@@ -9,18 +9,18 @@ from tests.checkhelp import boom, expect, not_done
 EX = "6.10-2"
 
 
-def make(tokens_ctx=False, with_kv=True, weight=None, rounding=math.ceil, none_when_never=True):
+def make(tokens_ctx=False, with_kv=True, weight=None, rounding=math.ceil, none_when_never=True, strict=False):
     def decode_critical_batch(n, w, kv, ctx, flops, bw):
         t = ctx if tokens_ctx else 1
         gain = 2 * n * t / flops - (t * ctx * kv / bw if with_kv else 0.0)
-        if gain <= 0:
+        if (gain < 0) if strict else (gain <= 0):
             return None if none_when_never else 10**6
         return max(1, int(rounding((weight or w) * n / bw / gain)))
     return decode_critical_batch
 
 
 def test_reference_and_a_search_pass():
-    expect(EX, make(), Status.PASS, "計算律速にならない組")
+    expect(EX, make(), Status.PASS, "計算律速にならない組", "差がちょうど 0 の組")
 
     def search(n, w, kv, ctx, flops, bw):
         if 2 * n / flops <= ctx * kv / bw:
@@ -44,6 +44,16 @@ def test_named_mistakes():
     expect(EX, make(with_kv=False, weight=2), Status.FAIL, "リッジポイント")
     expect(EX, make(rounding=math.floor), Status.FAIL, "切り上げ")
     expect(EX, make(none_when_never=False), Status.FAIL, "None を返します")
+    expect(EX, make(strict=True), Status.FAIL, "ちょうど等しい組で、0 で割りました", "<= 0")
+
+
+def test_a_huge_batch_at_the_tie_is_named():
+    def tiny_gain(n, w, kv, ctx, flops, bw):     # 差が 0 のとき、0 の代わりに小さな数で割る
+        gain = 2 * n / flops - ctx * kv / bw
+        if gain < 0:
+            return None
+        return max(1, math.ceil(w * n / bw / max(gain, 1e-30)))
+    expect(EX, tiny_gain, Status.FAIL, "ちょうど等しい組で", "None を返します")
 
 
 def test_other_wrong_answers():
