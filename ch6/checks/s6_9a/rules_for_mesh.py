@@ -177,12 +177,15 @@ def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
         if name == "head_dim" and ref.get("heads") == "tensor":
             raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
                        "分割できないときだけの約束です（head_dim を分割すると、注意のスコアの内積ごとに tensor の軸での和が要ります）。")
-        g_axes = set() if g is None else {g} if isinstance(g, str) else set(g)
-        w_axes = set() if w is None else {w} if isinstance(w, str) else set(w)
         if w is None:
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、約束ではこの設定とメッシュで {name} は分割しません"
                        "（複製）。約束にない分割は、学習ステップの通信の形を変えます。")
-        if g_axes > w_axes:
+        if _axis_set(g) > _axis_set(w):
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割しています。約束は {w!r} だけです（それより多くの軸に分割すると、"
                        "約束にない集団通信が学習ステップに入ります）。")
         raise Fail(f"{label}: 論理軸 {name} は {w!r} に分割する約束ですが、規則では {g!r} でした。")
+
+
+def _axis_set(entry) -> set:
+    """PartitionSpec の 1 次元の指定（None、軸の名前、名前のタプル）を、メッシュ軸の名前の集合に。"""
+    return set() if entry is None else {entry} if isinstance(entry, str) else set(entry)
