@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The accelerator leg: every lesson and solution notebook on whatever accelerator JAX finds.
+
+    python tools/accelerator.py                       # all lessons and solutions, JAX_PLATFORMS unset
+    python tools/accelerator.py notebooks/6_7_cost_memory.ipynb --out build/accelerator
+    python tools/accelerator.py --record docs/accelerator.md   # also write the result page (date, chip, JAX)
+    make test-accelerator                             # the same, from the project's venv
+
+Jupyter kernels need TCP sockets, which some accelerator machines forbid, so the cells run in-process in IPython's
+InteractiveShell (no socket), one notebook after another in one process: the chip is opened once (opening it costs
+about 10 s, and only one program at a time may hold it). Each notebook gets a fresh namespace, its own working
+folder and JAX's caches cleared. The lessons that start several processes talking over TCP (6.6, 6.9c) are skipped
+where no TCP socket can be opened, with the reason printed.
+
+Per notebook it prints the cells that raised an error that is not one of the lesson's deliberate errors (those run
+inside ``ch6.show.expect_error`` and do not raise), every check line (✅ / ❌ / ⏳), and the lines that report a
+measurement. The exit status is 1 when any notebook had an unexpected error or a ❌ for a reference solution.
+CI has no accelerator: this leg is run by hand (README, "On an accelerator"), and its last result is recorded in
+``docs/accelerator.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NEEDS_TCP = ("6_6_multihost", "6_9c_lost_process")
+CHECK = re.compile(r"[✅❌⏳]")
+FAIL = "❌"
+# lines that report a measurement or what ran where (kept in the record for the lessons that measure)
+MEASURE = re.compile(r"TFLOP|MFU|GB/s|ミリ秒|\bms\b|µs|トークン/秒|tokens?/s|ルーフライン|バックエンド|測定|計測")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def tcp_allowed() -> bool:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+        return True
+    except OSError:
+        return False
+
+
+def default_paths() -> list[Path]:
+    return sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def _config_snapshot():
+    import jax
+
+    return dict(jax.config.values)
+
+
+def _config_restore(snapshot) -> None:
+    import jax
+
+    for name, value in snapshot.items():
+        if jax.config.values.get(name) != value:
+            try:
+                jax.config.update(name, value)
+            except Exception:  # a flag that is fixed once the backends exist (jax_num_cpu_devices): leave it
+                pass
+
+
+def run_notebook(shell, path: Path) -> dict:
+    """Runs one notebook's code cells in ``shell``; returns its record."""
+    import nbformat
+    from IPython.utils.capture import capture_output
+
+    nb = nbformat.read(str(path), as_version=4)
+    rec = {"notebook": str(path.relative_to(ROOT)), "cells": [], "errors": [], "checks": [], "measures": []}
+    here = os.getcwd()
+    os.chdir(path.parent)
+    start = time.perf_counter()
+    try:
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            t = time.perf_counter()
+            with capture_output(display=False) as cap:
+                result = shell.run_cell(cell.source, store_history=True)
+            secs = time.perf_counter() - t
+            text = ANSI.sub("", cap.stdout + cap.stderr)
+            err = result.error_in_exec or result.error_before_exec
+            rec["cells"].append(round(secs, 2))
+            first = cell.source.strip().splitlines()[0][:90] if cell.source.strip() else ""
+            if err is not None:
+                rec["errors"].append({"cell": index, "source": first,
+                                      "error": f"{type(err).__name__}: {ANSI.sub('', str(err))[:600]}"})
+            for line in text.splitlines():
+                if CHECK.search(line):
+                    rec["checks"].append(line.strip()[:300])
+                elif MEASURE.search(line):
+                    rec["measures"].append({"cell": index, "line": line.strip()[:200]})
+    finally:
+        rec["seconds"] = round(time.perf_counter() - start, 1)
+        os.chdir(here)
+    return rec
+
+
+def run_all(paths: list[Path], out: Path) -> list[dict]:
+    """In this process: every notebook in turn, each with a fresh namespace."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.colors = "NoColor"
+    records, snapshot = [], None
+    for path in paths:
+        shell.reset(new_session=True)
+        rec = run_notebook(shell, path)
+        if snapshot is None:  # after the first notebook's set-up cell, JAX is imported
+            snapshot = _config_snapshot()
+        else:
+            _config_restore(snapshot)
+        try:
+            import jax
+
+            jax.clear_caches()
+        except Exception:
+            pass
+        records.append(rec)
+        (out / "records.json").write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+        report(rec)
+    return records
+
+
+def report(rec: dict) -> None:
+    bad = [c for c in rec["checks"] if FAIL in c]
+    print(f"== {rec['notebook']}: {rec['seconds']} s, {len(rec['cells'])} cells, "
+          f"unexpected errors {len(rec['errors'])}, checks {len(rec['checks'])} (❌ {len(bad)})", flush=True)
+    for e in rec["errors"]:
+        print(f"   cell {e['cell']} ({e['source']}): {e['error'][:400]}", flush=True)
+    for line in bad:
+        print(f"   {line}", flush=True)
+
+
+def environment() -> dict:
+    import jax
+
+    dev = jax.devices()[0]
+    return {"date": datetime.date.today().isoformat(), "jax": jax.__version__,
+            "python": sys.version.split()[0], "backend": jax.default_backend(),
+            "device_kind": getattr(dev, "device_kind", str(dev)), "device_count": jax.device_count(),
+            "cpu_devices": len(jax.devices("cpu")), "mode": os.environ.get("CH6_DEVICES", "auto")}
+
+
+def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
+    """The recorded result (docs/accelerator.md)."""
+    lines = [
+        "# The accelerator leg: its last result",
+        "",
+        "Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator`); do not edit.",
+        "",
+        f"- date: {env['date']}",
+        f"- chip: {env['device_kind']} × {env['device_count']} (JAX backend `{env['backend']}`, "
+        f"{env['cpu_devices']} CPU devices beside it), mode `{env['mode']}`",
+        f"- JAX {env['jax']}, Python {env['python']}",
+        "",
+        "| notebook | seconds | cells | unexpected errors | checks | ❌ |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in records:
+        bad = sum(FAIL in c for c in r["checks"])
+        lines.append(f"| {r['notebook']} | {r['seconds']} | {len(r['cells'])} | {len(r['errors'])} | "
+                     f"{len(r['checks'])} | {bad} |")
+    for name, why in skipped:
+        lines.append(f"| {name} | skipped: {why} | | | | |")
+    total_err = sum(len(r["errors"]) for r in records)
+    total_bad = sum(FAIL in c for r in records for c in r["checks"])
+    lines += ["", f"Unexpected errors: {total_err}. Checks answering ❌: {total_bad}.", ""]
+    for r in records:
+        if r["errors"] or any(FAIL in c for c in r["checks"]):
+            lines.append(f"## {r['notebook']}")
+            lines += [f"- cell {e['cell']}: `{e['error'][:300]}`" for e in r["errors"]]
+            lines += [f"- {c}" for c in r["checks"] if FAIL in c]
+            lines.append("")
+    measured = [r for r in records if r["measures"] and r["notebook"].startswith("notebooks/")]
+    if measured:
+        lines += ["## What the lessons measured", ""]
+        for r in measured:
+            lines.append(f"### {r['notebook']}")
+            lines += ["```"] + [m["line"] for m in r["measures"]] + ["```", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="*", help="notebooks (default: notebooks/ and solutions/)")
+    ap.add_argument("--out", default=str(ROOT / "build" / "accelerator"), help="folder for records.json")
+    ap.add_argument("--record", help="also write the result page here (e.g. docs/accelerator.md)")
+    args = ap.parse_args(argv)
+    os.environ.pop("JAX_PLATFORMS", None)  # whatever accelerator JAX finds
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.path.insert(0, str(ROOT))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [Path(p).resolve() for p in args.paths] or default_paths()
+    skipped = []
+    if not tcp_allowed():
+        for p in list(paths):
+            if p.stem in NEEDS_TCP:
+                why = "needs TCP sockets between processes (jax.distributed), and this machine allows none"
+                print(f"== {p.relative_to(ROOT)}: skipped ({why})", flush=True)
+                skipped.append((str(p.relative_to(ROOT)), why))
+                paths.remove(p)
+    records = run_all(paths, out)
+    env = environment()
+    text = page(env, records, skipped)
+    (out / "accelerator.md").write_text(text, encoding="utf-8")
+    if args.record:
+        Path(args.record).write_text(text, encoding="utf-8")
+    errors = sum(len(r["errors"]) for r in records)
+    fails = sum(FAIL in c for r in records for c in r["checks"] if r["notebook"].startswith("solutions/"))
+    print(f"== {env['device_kind']} × {env['device_count']}, JAX {env['jax']}: {len(records)} notebooks, "
+          f"unexpected errors {errors}, ❌ in solutions {fails}", flush=True)
+    return 1 if errors or fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
