@@ -35,10 +35,15 @@ def _jax_already_imported() -> bool:
     return "jax" in sys.modules
 
 
-def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
+def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES, accelerator: bool = False) -> int:
     """ノートブックの最初のセルで呼ぶ。デバイス数を返す。
 
     ``cpu=True`` にすると GPU/TPU があっても CPU の模擬デバイスを使います（カーネルを再起動してから）。
+
+    GPU・TPU が ``default_devices`` 個より少ないとき（Colab の TPU v5e-1 など）は、メッシュや集団通信の節が
+    1 デバイスに潰れないように、配列とメッシュは CPU の模擬デバイス（既定のバックエンド）に置き、GPU・TPU は
+    測定のセルが :func:`measure_device` で使います。``accelerator=True``（または環境変数 ``CH6_DEVICES=accelerator``）
+    にすると、数が少なくてもすべてを GPU・TPU で実行します（``CH6_DEVICES=cpu`` は ``cpu=True`` と同じ）。
 
     1. JAX を読み込む前に ``JAX_NUM_CPU_DEVICES`` を（未設定なら）決める。JAX はこの変数を
        ``import jax`` のときに一度だけ読むので、読み込んだ後に変えても効きません。
@@ -50,6 +55,9 @@ def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
     5. バックエンドとデバイスの一覧を表示する。
     """
     late = _jax_already_imported()
+    mode = os.environ.get("CH6_DEVICES", "").strip().lower()
+    cpu = cpu or mode == "cpu"
+    accelerator = (accelerator or mode == "accelerator") and not cpu
     if cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("JAX_NUM_CPU_DEVICES", str(default_devices))
@@ -63,6 +71,8 @@ def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
     for line in version_notes(jax.__version__, ready.command):
         if ready.reason == "ok" or not line.startswith("⚠️"):  # 古い版のことは runtime.prepare が表示済み
             print(line)
+    if not cpu and not accelerator:
+        _keep_meshes_on_cpu(default_devices)
     n = show_devices()
     wanted = os.environ.get("JAX_NUM_CPU_DEVICES", "")
     if late and cpu and jax.default_backend() != "cpu":
@@ -74,6 +84,45 @@ def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES) -> int:
     return n
 
 
+def accelerators() -> list:
+    """GPU・TPU のデバイス（既定のバックエンドでなくても）。なければ空。"""
+    import jax
+
+    for platform in ("tpu", "gpu"):
+        try:
+            return list(jax.devices(platform))
+        except RuntimeError:  # そのバックエンドがない
+            continue
+    return []
+
+
+def _keep_meshes_on_cpu(wanted: int) -> None:
+    """GPU・TPU が wanted 個より少なければ、既定のバックエンドを CPU（模擬デバイス）にする。
+    JAX が既定のバックエンドを一度決めた後（このセルより前に JAX を使った後）は変えられない。"""
+    import jax
+
+    chips = accelerators()
+    if not chips or len(chips) >= wanted:
+        return
+    jax.config.update("jax_platform_name", "cpu")
+
+
+def measure_device():
+    """測定のセルが使うデバイス: GPU・TPU があればその 1 つ目（既定のバックエンドが CPU でも）、なければ既定の 1 つ目。"""
+    import jax
+
+    chips = accelerators()
+    return chips[0] if chips else jax.devices()[0]
+
+
+def device_label(device=None) -> str:
+    """測定の表示に添えるデバイスの名前（「TPU v5 lite」「この CPU」）。"""
+    device = device if device is not None else measure_device()
+    if device.platform == "cpu":
+        return "この CPU"
+    return f"{device.platform.upper()}（{device.device_kind}）"
+
+
 def show_devices() -> int:
     """JAX のバージョン、バックエンド、デバイス数を表示し、デバイス数を返す。"""
     import jax
@@ -81,13 +130,20 @@ def show_devices() -> int:
     n = jax.device_count()
     backend = jax.default_backend()
     print(f"JAX {jax.__version__} / バックエンド: {backend} / デバイス数: {n}")
-    if backend == "cpu" and n > 1:
+    chips = accelerators() if backend == "cpu" else []
+    if chips:
+        kind = chips[0].platform.upper()
+        print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{kind} が {len(chips)} 個では分割や"
+              f"集団通信が見えないため、配列とメッシュは CPU の模擬デバイス {n} 個に置きます。速さの測定のセルは "
+              f"{kind} で測ります（ch6.env.measure_device()）。すべてを {kind} で実行するには、ランタイムを再起動して"
+              "最初のセルを ch6.setup(accelerator=True) にします。")
+    elif backend == "cpu" and n > 1:
         print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく正しさと通信の形を確かめられます）")
     elif n < DEFAULT_DEVICES and backend != "cpu":
         print(
-            f"{backend.upper()} のデバイスが {n} 個です。コードはこの数に合わせて動きます。"
+            f"{backend.upper()} のデバイスが {n} 個です。すべてをこのデバイスで実行し、コードはこの数に合わせて動きます。"
             f"{DEFAULT_DEVICES} 個のデバイスでの分割や通信を見るには、ランタイムを再起動し、"
-            "最初のセルの ch6.setup() を ch6.setup(cpu=True) に変えて実行すると、CPU の模擬デバイスを使えます。"
+            "最初のセルを ch6.setup() にすると、メッシュは CPU の模擬デバイスに置き、測定だけをこのデバイスで行います。"
         )
     elif n == 1:
         print("デバイスが 1 つです。複数デバイスの例も動きますが、分割は 1 つになります。")

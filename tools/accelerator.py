@@ -71,6 +71,38 @@ def _config_restore(snapshot) -> None:
                 pass
 
 
+def failing_line(err: BaseException, source: str) -> str:
+    """The line of the cell where ``err`` was raised (the last traceback frame inside the cell), or ''."""
+    lines = source.splitlines()
+    tb, found = err.__traceback__, ""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<ipython-input") or "ipykernel" in tb.tb_frame.f_code.co_filename:
+            if 0 < tb.tb_lineno <= len(lines):
+                found = lines[tb.tb_lineno - 1].strip()
+        tb = tb.tb_next
+    return found[:300]
+
+
+def snapshot(ns: dict, source: str, limit: int = 200) -> dict:
+    """The values of the small things the cell assigned (numbers, strings, tuples, short arrays), so that a failed
+    assert on a compiler figure shows what this backend printed without a second run."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    out = {}
+    for name in sorted(names):
+        value = ns.get(name)
+        if isinstance(value, (int, float, str, tuple, list, dict)) or (
+                getattr(value, "size", 1e9) <= 16 and hasattr(value, "dtype")):
+            text = repr(value)
+            out[name] = text[:limit]
+    return out
+
+
 def run_notebook(shell, path: Path) -> dict:
     """Runs one notebook's code cells in ``shell``; returns its record."""
     import nbformat
@@ -95,7 +127,9 @@ def run_notebook(shell, path: Path) -> dict:
             first = cell.source.strip().splitlines()[0][:90] if cell.source.strip() else ""
             if err is not None:
                 rec["errors"].append({"cell": index, "source": first,
-                                      "error": f"{type(err).__name__}: {ANSI.sub('', str(err))[:600]}"})
+                                      "error": f"{type(err).__name__}: {ANSI.sub('', str(err))[:600]}",
+                                      "line": failing_line(err, cell.source),
+                                      "values": snapshot(shell.user_ns, cell.source)})
             for line in text.splitlines():
                 if CHECK.search(line):
                     rec["checks"].append(line.strip()[:300])
@@ -140,6 +174,8 @@ def report(rec: dict) -> None:
           f"unexpected errors {len(rec['errors'])}, checks {len(rec['checks'])} (❌ {len(bad)})", flush=True)
     for e in rec["errors"]:
         print(f"   cell {e['cell']} ({e['source']}): {e['error'][:400]}", flush=True)
+        if e.get("line"):
+            print(f"     at: {e['line']}", flush=True)
     for line in bad:
         print(f"   {line}", flush=True)
 
