@@ -19,7 +19,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: setup lab test test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab test test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -69,6 +69,14 @@ sync: $(STAMP)
 notebook exercise: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make $@ NB=6_2_pmap"; exit 2; }
 	$(BIN)/python tools/recipe.py $@ $(NB) $(if $(ALL),--all,)
+
+# GPU・TPU のあるマシンで手で実行する（CI にはない）: JAX_PLATFORMS を外し、全レッスンと全解答をプロセス内（カーネルなし）で
+# 実行して、予期しないエラーとチェックの結果を表示する（tools/accelerator.py）。RECORD=1 で docs/accelerator.md に記録。
+# ACCEL_PYTHON=python3 ならマシンの JAX で（先に source tools/accelerator_prep.sh）。NOTEBOOKS=... で一部だけ
+ACCEL_PYTHON ?=
+test-accelerator: $(if $(ACCEL_PYTHON),,$(STAMP))
+	env -u JAX_PLATFORMS $(or $(ACCEL_PYTHON),$(BIN)/python) tools/accelerator.py \
+	  $(if $(RECORD),--record docs/accelerator.md,) $(NOTEBOOKS)
 
 # 奇数を含むデバイス数で: 全ノートブックが最後まで動くこと（出力は比べない）と、チェックの単体テスト
 test-devices: $(STAMP)

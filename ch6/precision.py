@@ -21,7 +21,7 @@ REDUCED_RTOL = 2e-2  # 入力が bf16 に丸められるとき（丸め 0.2% が
 ACCELERATOR_RTOL = 1e-4  # 行列積は float32 のままでも、tanh・exp などの近似が CPU と違うバックエンド
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rounds(backend: str, precision: str | None) -> bool:
     import jax
     import jax.numpy as jnp

@@ -56,3 +56,45 @@ def test_setup_keeps_a_count_chosen_by_the_learner(n):
 def test_setup_after_jax_was_imported_says_to_restart():
     out = _run("import jax; jax.devices(); import ch6; print('N', ch6.setup())", JAX_PLATFORMS="cpu")
     assert "N 1" in out and "再起動" in out
+
+
+_FAKE_CHIP = """
+import types, ch6.env as env
+chip = types.SimpleNamespace(platform="tpu", device_kind="TPU v5 lite", id=0)
+env.accelerators = lambda: [chip] * {count}
+import ch6
+n = ch6.setup({args})
+import jax
+print("N", n, "BACKEND", jax.default_backend(), "NAME", jax.config.values.get("jax_platform_name") or "-")
+print("MEASURE", env.device_label(env.measure_device()))
+"""
+
+
+def test_a_lone_chip_keeps_meshes_on_cpu_devices_and_measures_on_the_chip():
+    out = _run(_FAKE_CHIP.format(count=1, args=""))
+    assert "N 8 BACKEND cpu NAME cpu" in out
+    assert "MEASURE TPU（TPU v5 lite）" in out
+    assert "CPU の模擬デバイス 8 個" in out and "ch6.setup(accelerator=True)" in out
+
+
+@pytest.mark.parametrize("how", [dict(args="accelerator=True"), dict(args="", CH6_DEVICES="accelerator")])
+def test_accelerator_mode_leaves_the_default_backend_alone(how):
+    args = how.pop("args")
+    out = _run(_FAKE_CHIP.format(count=1, args=args), **how)
+    assert "NAME -" in out  # 既定のバックエンドは JAX が選んだまま（ここでは本物のチップがないので CPU）
+
+
+def test_enough_chips_are_used_as_they_are():
+    out = _run(_FAKE_CHIP.format(count=8, args=""))
+    assert "NAME -" in out
+
+
+def test_ch6_devices_cpu_is_cpu_true():
+    out = _run("import ch6, os; ch6.setup(); print('P', os.environ['JAX_PLATFORMS'])", CH6_DEVICES="cpu")
+    assert "P cpu" in out
+
+
+def test_without_an_accelerator_measurements_use_this_cpu():
+    out = _run("import ch6, ch6.env as env; ch6.setup(); print('L', env.device_label(), env.accelerators())",
+               JAX_PLATFORMS="cpu")
+    assert "L この CPU []" in out

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,9 +97,16 @@ def snapshot(ns: dict, source: str, limit: int = 200) -> dict:
         value = ns.get(name)
         if isinstance(value, (int, float, str, tuple, list, dict)) or (
                 getattr(value, "size", 1e9) <= 16 and hasattr(value, "dtype")):
-            text = repr(value)
-            out[name] = text[:limit]
+            try:
+                out[name] = repr(value)[:limit]
+            except Exception as exc:  # a donated (deleted) array, for one
+                out[name] = f"<{type(exc).__name__}>"
     return out
+
+
+def shown(path: Path) -> str:
+    """The notebook's path as the record shows it (relative to the project when inside it)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
 def run_notebook(shell, path: Path) -> dict:
@@ -109,7 +115,7 @@ def run_notebook(shell, path: Path) -> dict:
     from IPython.utils.capture import capture_output
 
     nb = nbformat.read(str(path), as_version=4)
-    rec = {"notebook": str(path.relative_to(ROOT)), "cells": [], "errors": [], "checks": [], "measures": []}
+    rec = {"notebook": shown(path), "cells": [], "errors": [], "checks": [], "measures": []}
     here = os.getcwd()
     os.chdir(path.parent)
     start = time.perf_counter()
@@ -246,8 +252,8 @@ def main(argv=None) -> int:
         for p in list(paths):
             if p.stem in NEEDS_TCP:
                 why = "needs TCP sockets between processes (jax.distributed), and this machine allows none"
-                print(f"== {p.relative_to(ROOT)}: skipped ({why})", flush=True)
-                skipped.append((str(p.relative_to(ROOT)), why))
+                print(f"== {shown(p)}: skipped ({why})", flush=True)
+                skipped.append((shown(p), why))
                 paths.remove(p)
     records = run_all(paths, out)
     env = environment()

@@ -1,0 +1,40 @@
+"""tools/accelerator.py (the accelerator leg) on a small notebook, on the CPU: it reports the cells that raised
+without meaning to, with the failing line and the values the cell assigned, and not the deliberate errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_leg_reports_unexpected_errors_with_their_line_and_values(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import ch6\nn_devices = ch6.setup()",
+        "with ch6.show.expect_error(ZeroDivisionError):\n    1 / 0",  # わざとのエラー: 数えない
+        "temp = 0\nratio = 1 / temp",
+        "size = 41\nassert size == 42",
+        "print('1.5 TFLOP/s を測定')",
+    )]
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, str(path))
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "CH6_DEVICES")}
+    env["JAX_PLATFORMS"] = "cpu"  # the tool unsets it; on this machine JAX finds only the CPU anyway
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "accelerator.py"), "--out", str(tmp_path / "out"),
+                          str(path)], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 1, out.stdout + out.stderr
+    (rec,) = json.loads((tmp_path / "out" / "records.json").read_text())
+    errors = {e["cell"]: e for e in rec["errors"]}
+    assert sorted(errors) == [2, 3]
+    assert errors[2]["error"].startswith("ZeroDivisionError") and errors[2]["line"] == "ratio = 1 / temp"
+    assert errors[3]["line"] == "assert size == 42" and errors[3]["values"] == {"size": "41"}
+    assert any("TFLOP/s" in m["line"] for m in rec["measures"])
+    assert "unexpected errors 2" in out.stdout and "at: assert size == 42" in out.stdout
+    page = (tmp_path / "out" / "accelerator.md").read_text()
+    assert "tiny.ipynb" in page
