@@ -196,12 +196,31 @@ def environment() -> dict:
             "cpu_devices": len(jax.devices("cpu")), "mode": os.environ.get("CH6_DEVICES", "auto")}
 
 
+MODES = {
+    "accelerator": "everything on the chip (`CH6_DEVICES=accelerator`, as `ch6.setup(accelerator=True)`)",
+    "auto": "as a learner's `ch6.setup()` does it (beside a lone chip: meshes on CPU devices, timings on the chip)",
+}
+TITLE = """# The accelerator leg: its last result
+
+Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator RECORD=1`); do not edit.
+Each mode's section is replaced by the last run in that mode.
+"""
+
+
+def merge(old: str, mode: str, section: str) -> str:
+    """The page with this mode's section replaced (or added), the other modes' sections kept."""
+    parts = {}
+    for chunk in re.findall(r"<!-- mode: (\S+) -->\n(.*?)<!-- /mode -->", old, flags=re.S):
+        parts[chunk[0]] = chunk[1]
+    parts[mode] = section
+    body = "\n".join(f"<!-- mode: {m} -->\n{parts[m]}<!-- /mode -->\n" for m in sorted(parts))
+    return TITLE + "\n" + body
+
+
 def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
-    """The recorded result (docs/accelerator.md)."""
+    """One mode's section of the recorded result (docs/accelerator.md)."""
     lines = [
-        "# The accelerator leg: its last result",
-        "",
-        "Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator`); do not edit.",
+        f"## Mode `{env['mode']}`: {MODES.get(env['mode'], '')}",
         "",
         f"- date: {env['date']}",
         f"- chip: {env['device_kind']} × {env['device_count']} (JAX backend `{env['backend']}`, "
@@ -222,15 +241,15 @@ def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
     lines += ["", f"Unexpected errors: {total_err}. Checks answering ❌: {total_bad}.", ""]
     for r in records:
         if r["errors"] or any(FAIL in c for c in r["checks"]):
-            lines.append(f"## {r['notebook']}")
+            lines.append(f"### {r['notebook']}")
             lines += [f"- cell {e['cell']}: `{e['error'][:300]}`" for e in r["errors"]]
             lines += [f"- {c}" for c in r["checks"] if FAIL in c]
             lines.append("")
     measured = [r for r in records if r["measures"] and r["notebook"].startswith("notebooks/")]
     if measured:
-        lines += ["## What the lessons measured", ""]
+        lines += ["### What the lessons measured", ""]
         for r in measured:
-            lines.append(f"### {r['notebook']}")
+            lines.append(f"#### {r['notebook']}")
             lines += ["```"] + [m["line"] for m in r["measures"]] + ["```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -260,7 +279,9 @@ def main(argv=None) -> int:
     text = page(env, records, skipped)
     (out / "accelerator.md").write_text(text, encoding="utf-8")
     if args.record:
-        Path(args.record).write_text(text, encoding="utf-8")
+        target = Path(args.record)
+        old = target.read_text(encoding="utf-8") if target.exists() else ""
+        target.write_text(merge(old, env["mode"], text), encoding="utf-8")
     errors = sum(len(r["errors"]) for r in records)
     fails = sum(FAIL in c for r in records for c in r["checks"] if r["notebook"].startswith("solutions/"))
     print(f"== {env['device_kind']} × {env['device_count']}, JAX {env['jax']}: {len(records)} notebooks, "

@@ -38,3 +38,17 @@ def test_the_leg_reports_unexpected_errors_with_their_line_and_values(tmp_path):
     assert "unexpected errors 2" in out.stdout and "at: assert size == 42" in out.stdout
     page = (tmp_path / "out" / "accelerator.md").read_text()
     assert "tiny.ipynb" in page
+
+
+def test_the_record_keeps_one_section_per_mode():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accelerator", ROOT / "tools" / "accelerator.py")
+    leg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(leg)
+    page = leg.merge("", "auto", "## auto\nfirst\n")
+    page = leg.merge(page, "accelerator", "## accelerator\nchip\n")
+    page = leg.merge(page, "auto", "## auto\nsecond\n")
+    assert page.startswith(leg.TITLE)
+    assert "chip" in page and "second" in page and "first" not in page
+    assert page.count("<!-- mode: auto -->") == 1
