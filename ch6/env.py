@@ -41,7 +41,7 @@ def setup(cpu: bool = False, default_devices: int = DEFAULT_DEVICES, accelerator
     ``cpu=True`` にすると GPU/TPU があっても CPU の模擬デバイスを使います（カーネルを再起動してから）。
 
     GPU・TPU が ``default_devices`` 個より少ないとき（Colab の TPU v5e-1 など）は、メッシュや集団通信の節が
-    1 デバイスに潰れないように、配列とメッシュは CPU の模擬デバイス（既定のバックエンド）に置き、GPU・TPU は
+    1 デバイスに潰れないように、配列とメッシュには CPU の模擬デバイス（既定のバックエンド）を使い、GPU・TPU は
     測定のセルが :func:`measure_device` で使います。``accelerator=True``（または環境変数 ``CH6_DEVICES=accelerator``）
     にすると、数が少なくてもすべてを GPU・TPU で実行します（``CH6_DEVICES=cpu`` は ``cpu=True`` と同じ）。
 
@@ -134,7 +134,7 @@ def show_devices() -> int:
     if chips:
         kind = chips[0].platform.upper()
         print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{kind} が {len(chips)} 個では分割や"
-              f"集団通信が見えないため、配列とメッシュは CPU の模擬デバイス {n} 個に置きます。速さの測定のセルは "
+              f"集団通信が見えないため、配列とメッシュには CPU の模擬デバイス {n} 個を使います。速さの測定のセルは "
               f"{kind} で測ります（ch6.env.measure_device()）。すべてを {kind} で実行するには、ランタイムを再起動して"
               "最初のセルを ch6.setup(accelerator=True) にします。")
     elif backend == "cpu" and n > 1:
@@ -143,7 +143,7 @@ def show_devices() -> int:
         print(
             f"{backend.upper()} のデバイスが {n} 個です。すべてをこのデバイスで実行し、コードはこの数に合わせて動きます。"
             f"{DEFAULT_DEVICES} 個のデバイスでの分割や通信を見るには、ランタイムを再起動し、"
-            "最初のセルを ch6.setup() にすると、メッシュは CPU の模擬デバイスに置き、測定だけをこのデバイスで行います。"
+            "最初のセルを ch6.setup() にすると、メッシュには CPU の模擬デバイスを使い、測定だけをこのデバイスで行います。"
         )
     elif n == 1:
         print("デバイスが 1 つです。複数デバイスの例も動きますが、分割は 1 つになります。")

@@ -74,7 +74,7 @@ def test_a_lone_chip_keeps_meshes_on_cpu_devices_and_measures_on_the_chip():
     out = _run(_FAKE_CHIP.format(count=1, args=""))
     assert "N 8 BACKEND cpu NAME cpu" in out
     assert "MEASURE TPU（TPU v5 lite）" in out
-    assert "CPU の模擬デバイス 8 個" in out and "ch6.setup(accelerator=True)" in out
+    assert "CPU の模擬デバイス 8 個を使います" in out and "ch6.setup(accelerator=True)" in out
 
 
 @pytest.mark.parametrize("how", [dict(args="accelerator=True"), dict(args="", CH6_DEVICES="accelerator")])

@@ -48,11 +48,11 @@ def test_full_precision_is_highest_inside_and_restored_after():
 def test_checks_run_at_full_precision(monkeypatch):
     import jax
 
-    from ch6 import _core
+    import ch6
     from ch6.checking import Entry
 
     seen = []
     entry = Entry("probe", lambda answer: seen.append(jax.config.jax_default_matmul_precision) or "")
-    monkeypatch.setattr(_core, "registry", lambda: {"9.9-1": entry})
-    assert _core.run_check("9.9-1", lambda: None).status.name == "PASS"
+    monkeypatch.setattr("ch6._core.registry", lambda: {"9.9-1": entry})
+    assert ch6.run_check("9.9-1", lambda: None).status.name == "PASS"
     assert seen == ["highest"]
