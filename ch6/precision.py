@@ -26,8 +26,9 @@ def _rounds(backend: str, precision: str | None) -> bool:
     import jax
     import jax.numpy as jnp
 
-    x = jnp.array([[1.0 + 2.0 ** -12]], dtype=jnp.float32)  # bf16 にも TF32 にも表せない
-    y = jnp.ones((1, 1), dtype=jnp.float32)
+    # 行列積の演算器（TPU の MXU など）を通る大きさで。1×1 の積はベクトル演算になり、丸めが見えない
+    x = jnp.zeros((128, 128), dtype=jnp.float32).at[:, 0].set(1.0 + 2.0 ** -12)  # bf16 にも TF32 にも表せない
+    y = jnp.ones((128, 128), dtype=jnp.float32)
     return float(jax.device_get(x @ y)[0, 0]) != 1.0 + 2.0 ** -12
 
 

@@ -136,11 +136,12 @@ def run_notebook(shell, path: Path) -> dict:
                                       "error": f"{type(err).__name__}: {ANSI.sub('', str(err))[:600]}",
                                       "line": failing_line(err, cell.source),
                                       "values": snapshot(shell.user_ns, cell.source)})
-            for line in text.splitlines():
-                if CHECK.search(line):
-                    rec["checks"].append(line.strip()[:300])
-                elif MEASURE.search(line):
-                    rec["measures"].append({"cell": index, "line": line.strip()[:200]})
+            lines = text.splitlines()
+            rec["checks"] += [line.strip()[:300] for line in lines if CHECK.search(line)]
+            if any(MEASURE.search(line) for line in lines if not CHECK.search(line)):
+                # the whole printed output of a cell that measures (its table rows say no keyword)
+                rec["measures"] += [{"cell": index, "line": line.rstrip()[:200]}
+                                    for line in lines[:40] if line.strip() and not CHECK.search(line)]
     finally:
         rec["seconds"] = round(time.perf_counter() - start, 1)
         os.chdir(here)
