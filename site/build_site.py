@@ -6,11 +6,13 @@
 
 作業フォルダ（build/site-src）に、サイトに載せるものだけを写してから Sphinx を動かします。
 - notebooks/*.ipynb（講座の順。MyST の双子 notebooks/X.md は写さないので、2 つ目のページにはなりません）
+- exercises/*.ipynb → 演習のページ（問題の文・必須と自由・ヒント・書き込む形。solutions/ は読むだけで写しません。
+  できたサイトに解答のコードがあれば、作るのをやめます：solution_leaks）
 - site/index.md → 学習者のための最初のページ（レッスンの一覧は各ノートブックの題・前提・分量から作ります）
 - ch6/glossary.toml → 用語集（用語ごとに #term-英語 のアンカー）、site/teachers.md → 先生方へ、
   README.md → 管理者・開発者へ、docs/*.md（あれば）→ 資料のページ
 - 各レッスンの最初のセルの Colab バッジは、題のすぐ下の「Colab・演習・ダウンロード・印刷」の行に置き換えます
-- サイトに載らないファイルへの相対リンク（CONTRIBUTING.md、exercises/…）は GitHub のリンクにします
+- サイトに載らないファイルへの相対リンク（CONTRIBUTING.md、solutions/…）は GitHub のリンクにします
 - 図の代替テキスト（alt）は、保存された出力の図の文字の形（text/plain、X.outputs.txt の 1 行と同じもの）から
 - ノートブックをまとめた zip（ch6-notebooks.zip、いつ作っても同じバイト列。最初のページからダウンロード）
 MathJax は pip のパッケージ（sphinx-mathjax-offline）から必要なファイルだけを写します（ネットから読み込みません）。
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import importlib.util
 import json
 import os
@@ -69,6 +72,11 @@ def exercise_of(lesson: Path) -> Path | None:
     return ex if ex.exists() else None
 
 
+def exercise_pages() -> list[Path]:
+    """演習のページになる exercises/*.ipynb（講座の順。レッスンのあるものだけ）。"""
+    return [ex for ex in map(exercise_of, lessons()) if ex is not None]
+
+
 def doc_pages() -> list[Path]:
     """docs/*.md（ワークショップの手引きなど。あれば資料のページになる）。"""
     return sorted((ROOT / "docs").glob("*.md"))
@@ -81,6 +89,9 @@ def site_pages() -> dict[str, str]:
         pages[f"docs/{doc.name}"] = f"docs/{doc.name}"
     for nb in lessons():
         rel = f"notebooks/{nb.name}"
+        pages[rel] = rel
+    for ex in exercise_pages():
+        rel = f"exercises/{ex.name}"
         pages[rel] = rel
     return pages
 
@@ -157,16 +168,33 @@ def _cell_text(cell: dict) -> str:
 
 
 def links_line(lesson: Path) -> str:
-    """レッスンの題のすぐ下に置くリンクの行：Colab、演習、ダウンロード（印刷のボタンは course.js が足す）。"""
+    """レッスンの題のすぐ下に置くリンクの行：Colab、演習（サイトのページと Colab）、ダウンロード（印刷のボタンは course.js が足す）。"""
     parts = [local_badge(colab_url(f"notebooks/{lesson.name}"))]
     ex = exercise_of(lesson)
     if ex is not None:
+        parts.append(f"[演習の問題を読む](../exercises/{ex.name})")
         parts.append(f"[演習を Colab で開く]({colab_url(f'exercises/{ex.name}')})")
     parts.append(f"{{download}}`ノートブック（.ipynb） </_files/notebooks/{lesson.name}>`")
     if ex is not None:
         parts.append(f"{{download}}`演習（.ipynb） </_files/exercises/{ex.name}>`")
     items = "\n".join(f"- {p}" for p in parts)
     return f":::{{container}} course-links\n{items}\n:::"
+
+
+def exercise_links_line(exercise: Path) -> str:
+    """演習のページの題の下のリンクの行：Colab で解く、ダウンロード、本編のレッスンへ。"""
+    parts = [local_badge(colab_url(f"exercises/{exercise.name}")),
+             f"{{download}}`演習（.ipynb） </_files/exercises/{exercise.name}>`",
+             f"[本編のレッスンへ](../notebooks/{exercise.name})"]
+    items = "\n".join(f"- {p}" for p in parts)
+    return f":::{{container}} course-links\n{items}\n:::"
+
+
+def exercise_note() -> str:
+    """演習のページの初めに置く、解き方の案内（答えはサイトに載せない）。"""
+    return (":::{note}\nこのページは問題を読むためのものです。解くときは、上の Colab のボタンか、ダウンロードした"
+            "ノートブックで、各問題の `# TODO` の部分を書いてセルを実行してください。すぐ下の `ch6.check(...)` が"
+            "隠し入力で確かめ、✅・❌（理由とヒント）・⏳ の 1 行を表示します。答えはこのサイトには載っていません。\n:::")
 
 
 def figure_alts(lesson: Path) -> dict[str, str]:
@@ -194,8 +222,12 @@ def figure_alts(lesson: Path) -> dict[str, str]:
 
 
 def stage_notebook(lesson: Path, dest: Path, pages: dict[str, str], ids: dict[str, set[str]] | None = None) -> None:
+    """レッスン（notebooks/）か演習（exercises/）のノートブックを作業フォルダへ。題の下にリンクの行を置く。"""
     nb = json.loads(lesson.read_text(encoding="utf-8"))
-    rel = f"notebooks/{lesson.name}"
+    exercise = lesson.parent.name == "exercises"
+    rel = f"{lesson.parent.name}/{lesson.name}"
+    if exercise and any("### BEGIN SOLUTION" in _cell_text(c) for c in nb["cells"]):
+        raise SystemExit(f"{rel} に解答の印（### BEGIN SOLUTION）があります。サイトには載せません")
     placed = False
     for cell in nb["cells"]:
         if cell["cell_type"] != "markdown":
@@ -203,7 +235,8 @@ def stage_notebook(lesson: Path, dest: Path, pages: dict[str, str], ids: dict[st
         text = BADGE.sub("", _cell_text(cell))
         if not placed:  # 題（最初の行）のすぐ下に、リンクの行
             lines = text.split("\n")
-            text = "\n".join(lines[:1] + ["", links_line(lesson), ""] + lines[1:])
+            head = [exercise_links_line(lesson), "", exercise_note()] if exercise else [links_line(lesson)]
+            text = "\n".join(lines[:1] + ["", *head, ""] + lines[1:])
             text = re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
             placed = True
         cell["source"] = rewrite_links(text, rel, pages, ids=ids)
@@ -266,7 +299,7 @@ def lessons_list() -> str:
     for lesson in lessons():
         ex = exercise_of(lesson)
         meta = [f"目安 {lesson_minutes(lesson)} 分"]
-        meta.append("演習あり" if ex is not None else "演習なし")
+        meta.append(f"[演習あり](exercises/{ex.stem})" if ex is not None else "演習なし")
         item = f"- **[{lesson_title(lesson)}](notebooks/{lesson.stem})**（{'・'.join(meta)}）"
         pre = lesson_prerequisites(lesson)
         if pre:
@@ -337,9 +370,11 @@ def markdown_heading_id(path: Path, starts_with: str) -> str:
 
 def toctree() -> str:
     names = "\n".join(f"notebooks/{nb.stem}" for nb in lessons())
+    exercises = "\n".join(f"exercises/{ex.stem}" for ex in exercise_pages())
     docs = "".join(f"docs/{d.stem}\n" for d in doc_pages())
     return (
         "\n\n```{toctree}\n:caption: 本編\n:hidden:\n\n" + names + "\n```\n\n"
+        "```{toctree}\n:caption: 演習\n:hidden:\n\n" + exercises + "\n```\n\n"
         "```{toctree}\n:caption: 資料\n:hidden:\n\nglossary\nteachers\n" + docs + "maintainers\n```\n"
     )
 
@@ -393,6 +428,98 @@ def write_archive(path: Path) -> None:
             zf.writestr(info, src.read_bytes())
 
 
+# ---------------------------------------------------------------- 解答をサイトに載せない
+
+_SOLUTION = re.compile(r"### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.S | re.M)
+_DEF = re.compile(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", re.M)
+
+
+def _source_lines(nb: Path) -> set[str]:
+    return {ln.strip() for c in _cells(nb) for ln in _cell_text(c).splitlines()}
+
+
+def solution_blocks() -> list[dict]:
+    """solutions/ の解答（### BEGIN SOLUTION … ### END SOLUTION）。1 つごとに：ノートブック、解答を書く関数の名前、
+    解答にしかない行（12 文字以上、コメントでない、レッスンにも演習のノートブックにもない行）。"""
+    blocks = []
+    for sol in sorted((ROOT / "solutions").glob("*.ipynb"), key=course_key):
+        shared = set()
+        for other in (ROOT / "notebooks" / sol.name, ROOT / "exercises" / sol.name):
+            if other.exists():
+                shared |= _source_lines(other)
+        for cell in _cells(sol):
+            source = _cell_text(cell)
+            for m in _SOLUTION.finditer(source):
+                defs = _DEF.findall(source[:m.start()])
+                lines = [ln.strip() for ln in m.group(1).splitlines() if ln.strip()]
+                blocks.append({
+                    "notebook": sol.name,
+                    "function": defs[-1] if defs else None,
+                    "lines": [ln for ln in lines if len(ln) >= 12 and not ln.startswith("#") and ln not in shared],
+                })
+    return blocks
+
+
+def _site_texts(folder: Path):
+    """サイトのフォルダの、解答が紛れ込みうるファイルの (パス, 文字)：ページの HTML（タグを除いた文字）、
+    ノートブック（セルの中身と出力）、そのほかの文字のファイル、zip の中身。MathJax とテーマのファイルは見ない。"""
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if not path.is_file() or rel.startswith(("_static/", "_images/")):
+            continue
+        if path.suffix == ".html":
+            text = html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace")))
+            yield rel, text
+        elif path.suffix == ".ipynb":
+            yield rel, _notebook_text(path.read_bytes())
+        elif path.suffix in (".md", ".txt", ".py", ".json", ".js"):
+            yield rel, path.read_text(encoding="utf-8", errors="replace")
+        elif path.suffix == ".zip":
+            with zipfile.ZipFile(path) as zf:
+                for name in zf.namelist():
+                    data = zf.read(name)
+                    text = _notebook_text(data) if name.endswith(".ipynb") else data.decode("utf-8", "replace")
+                    yield f"{rel}:{name}", text
+
+
+def _notebook_text(data: bytes) -> str:
+    nb = json.loads(data)
+    parts = []
+    for cell in nb.get("cells", []):
+        parts.append(_cell_text(cell))
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            parts.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(parts)
+
+
+def solution_leaks(folder: Path, blocks: list[dict] | None = None) -> list[str]:
+    """作ったサイト（folder）に解答のコードがあれば、その一覧（なければ []）。
+
+    - 解答にしかない行が、どこかのページ・ノートブック・zip にある
+    - 演習のページで、解答を書く関数が演習の形（raise NotImplementedError）になっていない
+      （6.5 の「return "b"」のように、行が短くてレッスンにもある解答もこれで見つかる）
+    """
+    blocks = solution_blocks() if blocks is None else blocks
+    wanted = {ln: b for b in blocks for ln in b["lines"]}
+    found = []
+    for rel, text in _site_texts(folder):
+        lines = {ln.strip() for ln in text.splitlines()}
+        found += [f"{rel}: {b['notebook']} の解答の行「{ln}」" for ln, b in wanted.items() if ln in lines]
+        if rel.startswith("exercises/") and rel.endswith(".html"):
+            name = Path(rel).stem + ".ipynb"
+            for b in blocks:
+                if b["notebook"] != name or not b["function"]:
+                    continue
+                bodies = [m.group(0) for m in
+                          re.finditer(rf"^[ \t]*def {re.escape(b['function'])}\(.*?(?=^\S|\Z)", text, re.S | re.M)]
+                if not bodies:
+                    found.append(f"{rel}: 関数 {b['function']} がない")
+                elif not any("NotImplementedError" in body for body in bodies):
+                    found.append(f"{rel}: 関数 {b['function']} の中身が演習の形（raise NotImplementedError）でない")
+    return found
+
+
 def stage(dest: Path = STAGING) -> list[str]:
     """作業フォルダを作り直し、サイトのソースを写す。写したページ（作業フォルダの相対パス）を返す。"""
     if dest.exists():
@@ -420,6 +547,9 @@ def stage(dest: Path = STAGING) -> list[str]:
         (dest / staged).parent.mkdir(parents=True, exist_ok=True)
         (dest / staged).write_text(text, encoding="utf-8")
     alts: dict[str, str] = {}
+    for ex in exercise_pages():
+        stage_notebook(ex, dest / "exercises" / ex.name, pages, ids)
+        alts.update(figure_alts(ex))
     for lesson in lessons():
         stage_notebook(lesson, dest / "notebooks" / lesson.name, pages, ids)
         alts.update(figure_alts(lesson))
@@ -432,6 +562,8 @@ def stage(dest: Path = STAGING) -> list[str]:
     (dest / "_section_ids.json").write_text(json.dumps({k: sorted(v) for k, v in ids.items()}, indent=1), encoding="utf-8")
     (dest / "_lessons.json").write_text(json.dumps(
         {lesson_number(n): f"notebooks/{n.stem}" for n in lessons()}, indent=1), encoding="utf-8")
+    (dest / "_exercises.json").write_text(json.dumps(
+        {lesson_number(n): f"exercises/{n.stem}" for n in exercise_pages()}, indent=1), encoding="utf-8")
     write_archive(dest / ARCHIVE.lstrip("/"))
     stage_mathjax(dest / "_mathjax")
     shutil.copy2(SITE / BADGE_SVG, dest / BADGE_SVG)
@@ -460,6 +592,9 @@ def build(out: Path = OUT, staging: Path = STAGING, quiet: bool = True) -> float
     code = build_main(args)
     if code:
         raise SystemExit(f"サイトを作れませんでした（警告またはエラー、終了コード {code}）")
+    leaks = solution_leaks(html)
+    if leaks:
+        raise SystemExit("サイトに解答のコードがあります（載せません）:\n" + "\n".join(leaks[:20]))
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(html, out)

@@ -7,7 +7,12 @@
 - 検索の同義語：用語集の英語（collective、sharding…）でも、その日本語の用語を使うページが見つかります。
 - 用語集のページの用語ごとのアンカー（#term-collective）、レッスンの中の用語から用語集へのリンク（ページごとに最初の 1 回）。
 - 参照をリンクに：「6.1 の 3 節」→ その節、`exercises/…`・`notebooks/…ipynb` → そのページか GitHub、本文の URL と論文の名前。
-- 図の代替テキスト（build_site.py が保存された出力の図の文字の形から作る _figure_alts.json）と、拡大できる印。
+- 図の代替テキスト（build_site.py が保存された出力の図の文字の形から作る _figure_alts.json）と、拡大できる印
+  （Sphinx が縮めた図を PNG へのリンクで包まないように no-scaled-link も。クリックはページの中で拡大するだけ）。
+- 出力に印刷された表（ch6.show.table の「----  ----」の行がある表）は、その行だけを別の箱にして折り返さない
+  （電話の幅では箱の中で横にスクロール。表の前後の文は折り返す）。
+- API 名をリファレンスへ：本文のコード（`jax.jit`、`lax.psum(x, "i")`、`jnp.einsum`）の中の名前を docs.jax.dev の
+  そのページへのリンクに（表は site/jax_api.txt、site/jax_api.py が JAX の docs/ から作る）。
 - わざと起こしたエラー（ch6.show.expect_error の出力）の印（CSS が色と見出しを付ける）。
 - 画面の文字を日本語に：Sphinx とテーマの訳のない文字列（"Link to this heading" など）を日本語で補います。
 - 数式：MathJax 3（pip の sphinx-mathjax-offline が持つもの。build_site.py が作業フォルダに写す）をサイトから配ります。
@@ -19,6 +24,7 @@ import gettext
 import json
 import posixpath
 import re
+import unicodedata
 from pathlib import Path
 
 from docutils import nodes
@@ -395,6 +401,8 @@ class CourseLinks(SphinxTransform):
         ids = _staged(self.env, "_section_ids.json")
         if not lessons:
             return
+        # サイトのページになるノートブック：レッスンと演習（exercises/6_1_vmap）
+        pages = set(lessons.values()) | set(_staged(self.env, "_exercises.json").values())
         from nbtemplate import repo_url
 
         def section(m: re.Match):
@@ -452,8 +460,9 @@ class CourseLinks(SphinxTransform):
             if not _REPO_PATH.match(text) or isinstance(lit.parent, nodes.reference) or _is_output(lit):
                 continue
             stem = Path(text).stem
-            if text.startswith("notebooks/") and f"notebooks/{stem}" in lessons.values():
-                uri = _href(docname, f"notebooks/{stem}")
+            folder = text.split("/", 1)[0]
+            if folder in ("notebooks", "exercises") and f"{folder}/{stem}" in pages:
+                uri = _href(docname, f"{folder}/{stem}")
             else:
                 uri = f"{repo_url()}/blob/main/{text}"
             ref = nodes.reference("", "", refuri=uri, classes=["course-path"])
@@ -479,8 +488,67 @@ class GlossaryAnchors(SphinxTransform):
                 self.document.ids[anchors[first][0]] = term
 
 
+# 印刷された表の見出しの下の行（ch6.show.table：列ごとの「-」を 2 つの空白でつなぐ）
+_TABLE_RULE = re.compile(r"^-{2,}(?: {2}-{2,})*$")
+
+
+def display_width(text: str) -> int:
+    """等幅の表示の幅（全角の文字は 2。ch6.show が表の列をそろえるのと同じ数え方）。"""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def printed_table_parts(text: str) -> list[tuple[str, bool]]:
+    """出力の文字を (部分, 表か) に分ける。表は「見出し・----  ----・行」の並びで、行は表の幅を超えない
+    空でない行が続くところまで（表の後ろの文は表の幅より長いので表に入らない。入っても表より広くはない）。
+    表がなければ [(text, False)]。"""
+    lines = text.split("\n")
+    parts: list[tuple[list[str], bool]] = []
+    plain: list[str] = []
+    i = 0
+    while i < len(lines):
+        rule = lines[i].rstrip()
+        head = plain[-1] if plain else ""
+        if _TABLE_RULE.match(rule) and head.strip() and display_width(head.rstrip()) <= display_width(rule):
+            width = display_width(rule)
+            end = i + 1
+            while end < len(lines) and lines[end].strip() and display_width(lines[end].rstrip()) <= width:
+                end += 1
+            plain.pop()
+            if plain:
+                parts.append((plain, False))
+            parts.append(([head, *lines[i:end]], True))
+            plain = []
+            i = end
+            continue
+        plain.append(lines[i])
+        i += 1
+    if plain:
+        parts.append((plain, False))
+    out = [("\n".join(p).strip("\n"), table) for p, table in parts]
+    return [(t, table) for t, table in out if t] or [(text, False)]
+
+
+def _split_printed_tables(block: nodes.literal_block) -> None:
+    """出力の箱を、表の部分と文の部分の箱に分ける（表の箱に course-printed-table、続きの箱に印）。"""
+    parts = printed_table_parts(block.astext())
+    if not any(table for _, table in parts):
+        return
+    new = []
+    for k, (text, table) in enumerate(parts):
+        piece = block.copy()
+        piece.rawsource = text
+        piece += nodes.Text(text)
+        piece["classes"] = list(block["classes"]) + (["course-printed-table"] if table else [])
+        if k > 0:
+            piece["classes"].append("course-output-cont")
+        if k < len(parts) - 1:
+            piece["classes"].append("course-output-more")
+        new.append(piece)
+    block.parent.replace(block, new)
+
+
 class CourseOutputs(SphinxTransform):
-    """セルの出力：図に代替テキストと拡大の印、わざと起こしたエラーの出力に印。"""
+    """セルの出力：図に代替テキストと拡大の印、印刷された表を折り返さない箱に、わざと起こしたエラーの出力に印。"""
 
     default_priority = 700
 
@@ -490,7 +558,11 @@ class CourseOutputs(SphinxTransform):
             stem = Path(image["uri"]).stem
             if stem in alts:
                 image["alt"] = alts[stem]
-                image["classes"].append("course-figure")
+                # no-scaled-link：Sphinx は幅のある図を PNG へのリンクで包む。クリックで拡大するので包ませない
+                image["classes"] += ["course-figure", "no-scaled-link"]
+        for block in list(self.document.findall(nodes.literal_block)):
+            if _is_output(block) and not _BOX.search(block.astext()):
+                _split_printed_tables(block)
         for block in self.document.findall(nodes.literal_block):
             if _is_output(block) and _BOX.search(block.astext()):  # 区切り線の図は折り返さない
                 block["classes"].append("course-diagram")
@@ -498,6 +570,31 @@ class CourseOutputs(SphinxTransform):
                 block["classes"].append("course-intentional-error")
                 if isinstance(block.parent, nodes.container):
                     block.parent["classes"].append("course-has-intentional-error")
+
+
+class ApiLinks(SphinxTransform):
+    """本文のコード（`jax.jit`、`lax.psum(x, "i")`）の中の API 名を、JAX の API リファレンスのそのページへ。
+
+    リンクはコードの中の名前の部分だけ（`jax.jit(jax.vmap(f))` なら 2 つ）。セルの入力と出力、見出し、
+    すでにリンクの中のコードはそのまま。表（site/jax_api.txt）にない名前は、リファレンスの検索へ。
+    """
+
+    default_priority = 710
+
+    def apply(self, **kwargs) -> None:
+        import jax_api
+
+        def link(m: re.Match):
+            name = m.group(0)
+            uri = jax_api.url(name) or f"{jax_api.BASE}search.html?q={jax_api.full_name(name)}"
+            return nodes.reference(name, name, refuri=uri, reftitle=jax_api.full_name(name), classes=["course-api"])
+
+        for lit in list(self.document.findall(nodes.literal)):
+            if _skipped(lit) or _is_output(lit):
+                continue
+            for text in list(lit.findall(nodes.Text)):
+                if not isinstance(text.parent, nodes.reference):
+                    _replace_text(text, jax_api.NAME, link)
 
 
 # ---------------------------------------------------------------- 画面の文字（日本語）
@@ -644,6 +741,7 @@ def setup(app):
     app.add_transform(CourseLinks)
     app.add_transform(GlossaryAnchors)
     app.add_transform(CourseOutputs)
+    app.add_transform(ApiLinks)
     app.connect("config-inited", _mathjax_static)
     app.connect("builder-inited", _install_ui_strings)
     app.connect("build-finished", _translations_js)

@@ -4,6 +4,8 @@
  * - 結果のリンクは、検索語がある節へ（見出しにあればその節、なければ本文で最初に出る節）。
  * - 抜き出し（スニペット）は本文（article）の段落から。テーマの部品（配色の切り替え、目次）は使わない。
  * - 検索語が用語集の英語（collective など）なら、その日本語の用語（集団通信）も題・見出し・本文で探す。
+ * - 1 つのページは 1 度だけ（Sphinx は題・見出しの一致と本文の一致を別の結果にするので、同じページが 2 度出て
+ *   件数も 2 と数える）。点の高いほうを残す。
  */
 "use strict";
 
@@ -49,6 +51,16 @@ const CourseSearch = {
     const order = CourseSearch.order();
     const pos = order.has(result[0]) ? order.get(result[0]) : order.size;
     return result[4] + bonus + (order.size + 1 - pos) / 1000;
+  },
+
+  // Sphinx の結果（点の低い順。表示は後ろから）から、同じページの 2 つ目以降を除く（点の高いほうを残す）
+  onePerPage(results) {
+    const best = new Map();
+    results.forEach((r, i) => {
+      const page = r[0];
+      if (!best.has(page) || results[best.get(page)][4] <= r[4]) best.set(page, i);
+    });
+    return results.filter((r, i) => best.get(r[0]) === i);
   },
 
   order() {
@@ -121,6 +133,8 @@ const CourseSearch = {
 document.addEventListener("DOMContentLoaded", () => {
   if (typeof Search === "undefined" || typeof Scorer === "undefined") return;
   Scorer.score = CourseSearch.score;
+  const performSearch = Search._performSearch;
+  Search._performSearch = (...args) => CourseSearch.onePerPage(performSearch(...args));
   Search.makeSearchSummary = CourseSearch.summary;
   const results = document.getElementById("search-results");
   if (results) CourseSearch.linkSections(results);

@@ -1,7 +1,9 @@
 /*
  * 講座のページの小さな道具（ネットを使いません）：
  * - コードのセルに「コピー」ボタン（クリップボードの API が使えないときは選択してコピー）
- * - 図をクリック（または Enter）で拡大して表示（Esc・クリックで閉じる）
+ * - 図をクリック（または Enter）で拡大して表示（Esc・クリックで閉じる）。ページは移らない（図が PNG への
+ *   リンクの中にあっても、そのリンクには行かない）。図の表示の大きさを --course-fig-w に（CSS が電話の幅で使う）
+ * - 列の多い表（3 列以上）に course-stack と、各セルに列の見出し（data-label）：電話の幅では 1 行 1 枚のカードに
  * - レッスンのリンクの行に「印刷・PDF」ボタン（印刷用のスタイルはコードを折り返して切らない）
  */
 "use strict";
@@ -95,13 +97,33 @@ const CourseUI = {
       img.tabIndex = 0;
       img.setAttribute("role", "button");
       img.title = "クリックで拡大";
-      img.addEventListener("click", () => CourseUI.zoom(img));
+      const width = Number(img.getAttribute("width"));
+      if (width) img.style.setProperty("--course-fig-w", width + "px");
+      img.addEventListener("click", (e) => {
+        e.preventDefault();  // 図を包むリンク（PNG そのもの）へは行かない
+        CourseUI.zoom(img);
+      });
       img.addEventListener("keydown", (e) => {
         if (e.key === "Enter" || e.key === " ") {
           e.preventDefault();
           CourseUI.zoom(img);
         }
       });
+    });
+  },
+
+  // 3 列以上の表：電話の幅ではカードに（CSS）。各セルに、その列の見出しを data-label として
+  stackTables() {
+    document.querySelectorAll("article table").forEach((table) => {
+      const head = table.tHead && table.tHead.rows[0];
+      if (!head || head.cells.length < 3) return;
+      const labels = [...head.cells].map((c) => c.textContent.trim());
+      table.classList.add("course-stack");
+      for (const body of table.tBodies) {
+        for (const row of body.rows) {
+          [...row.cells].forEach((cell, i) => cell.setAttribute("data-label", labels[i] || ""));
+        }
+      }
     });
   },
 
@@ -139,6 +161,7 @@ const CourseUI = {
 document.addEventListener("DOMContentLoaded", () => {
   CourseUI.addCopyButtons();
   CourseUI.addZoom();
+  CourseUI.stackTables();
   CourseUI.addPrintButton();
   CourseUI.addPageToc();
 });

@@ -10,13 +10,20 @@
 ページがすべて（しかも、その語を含むページだけが）結果に出て、件数が出て、抜き出しが本文から取られ、題や見出しに
 語があるページが先に並び、結果が節へリンクし、用語集の英語でも日本語の用語のページが見つかること。
 
+電話の幅（issue 40）：印刷された表（ch6.show.table）は行を折り返さない、数式の左端が切れない、列の多い表は細い列に
+つぶれない（カードになる）、横に長い図は表示の 0.6 倍より小さくならない。図をクリックするとページを移らずに拡大する。
+演習の問題（演習のノートブック）がサイトにあり、解答のコードはどこにもない。本文の jax. / lax. / jnp. の名前は
+API リファレンス（docs.jax.dev）へリンクする。検索の結果に同じページが 2 度出ない。
+
 欠陥を見つける確かめ（生の Markdown の表、列より広い表、件数のない検索、テーマの部品の抜き出し、はみ出す数式、
-パスの alt、画面の英語）は、どれも問題の一覧を返す関数（raw_table_problems など）。本物のサイトでは一覧が空で、
-test_detects_* は、作ったサイトの写しのページにその欠陥を 1 つ戻すと、関数がその欠陥を名指しすることを確かめる。
+パスの alt、画面の英語、それに上の電話の幅・図のクリック・演習・解答・API 名・検索の重なり）は、どれも問題の一覧を
+返す関数（raw_table_problems など）。本物のサイトでは一覧が空で、test_detects_* は、作ったサイトの写しのページに
+その欠陥を 1 つ戻すと（もとのふるまいに戻すと）、関数がその欠陥を名指しすることを確かめる。
 
 スクリーンショットは build/site-screenshots/（CH6_SITE_SCREENSHOTS で変えられる）に：最初のページ（landing.png）、
 1 つのレッスンの 1280 px と 390 px（lesson-6_3b-1280.png、lesson-6_3b-390.png）、用語集（glossary.png）、
-「集団通信」の検索（search-shudan-tsushin.png）、それに lessons/ にレッスンごとに 1 枚。
+「集団通信」の検索（search-shudan-tsushin.png）、lessons/ にレッスンごとに 1 枚、phone/ に電話の幅（390 px）で
+直したところ（6.5 のエラー索引、6.7 の印刷された表、6.8a のスケジュール、6.10 の数式、演習のページ）。
 """
 from __future__ import annotations
 
@@ -52,6 +59,14 @@ SCREENSHOTS = Path(os.environ.get("CH6_SITE_SCREENSHOTS", ROOT / "build" / "site
 BUILD_LIMIT_S = 60
 WIDTHS = (1280, 390)
 SHOWCASE = "notebooks/6_3b_shard_map.html"  # スクリーンショットを撮るレッスン
+# 電話の幅（390 px）のスクリーンショット（phone/名前.png）：ページと、画面の上に置く要素（n 番目）
+PHONE_SHOTS = {
+    "6_5-error-index": ("notebooks/6_5_summary.html", "article table.course-stack", -1),
+    "6_7-printed-table": ("notebooks/6_7_cost_memory.html", ".course-printed-table", 0),
+    "6_8a-schedule": ("notebooks/6_8a_pipeline.html", "img.course-figure", 1),
+    "6_10-equation": ("notebooks/6_10_inference.html", "div.math", 0),
+    "exercise-6_1": ("exercises/6_1_vmap.html", "article h2", 1),
+}
 # 課題（issue 25）が挙げた語。用語集のすべての語も加える
 COURSE_WORDS = ["集団通信", "シャーディング", "shard_map", "psum_scatter", "all-gather"]
 SEARCH_WORDS = list(dict.fromkeys(COURSE_WORDS + course_site.glossary_words()))
@@ -79,7 +94,7 @@ LAYOUT_JS = r"""(async () => {
   const out = {width: doc.clientWidth, overflow: doc.scrollWidth > doc.clientWidth + 1 ? doc.scrollWidth : 0};
   out.wide_tables = [...art.querySelectorAll("table")]
     .filter((t) => t.getBoundingClientRect().right > right + 1 || t.scrollWidth > t.clientWidth + 1)
-    .map((t) => `${Math.round(t.getBoundingClientRect().width)} px: ${short(t)}`);
+    .map((t) => `${Math.round(t.getBoundingClientRect().width)} px: ${t.textContent.replace(/\s+/g, " ").trim().slice(0, 70)}`);
   // 生の Markdown の表：コードの入力の外の文字に |---| の行
   const walker = document.createTreeWalker(art, NodeFilter.SHOW_TEXT);
   out.pipe_tables = [];
@@ -110,7 +125,73 @@ LAYOUT_JS = r"""(async () => {
   out.code_scrolling = [...art.querySelectorAll(".cell_input div.highlight pre")].filter((p) => p.scrollWidth > p.clientWidth + 1).length;
   out.copy_buttons = art.querySelectorAll(".cell_input div.highlight button.course-copy").length;
   out.outputs_scrolling = [...art.querySelectorAll(".cell_output pre:not(.course-diagram)")]
-    .filter((p) => !p.closest(".course-diagram") && p.scrollWidth > p.clientWidth + 1).map(short);
+    .filter((p) => !p.closest(".course-diagram, .course-printed-table") && p.scrollWidth > p.clientWidth + 1).map(short);
+  // 左端が切れた数式：式の左が箱の左より外（スクロールしても見えない）
+  out.math_cut = [...art.querySelectorAll("div.math")].filter((box) => {
+    const inner = box.querySelector("mjx-math");
+    return inner && inner.getBoundingClientRect().left < box.getBoundingClientRect().left - box.scrollLeft - 1;
+  }).map((box) => (box.querySelector("mjx-container") || box).getAttribute("aria-label") || short(box));
+  // 印刷された表（ch6.show.table）：見出し、その下の「----  ----」、表の幅を超えない行。1 行が 2 行以上に折り返されたもの
+  const cjk = /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/;
+  const dispWidth = (s) => [...s].reduce((n, ch) => n + (cjk.test(ch) ? 2 : 1), 0);
+  const lineBoxes = (pre, a, b) => {
+    const range = document.createRange();
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let pos = 0, started = false;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const len = n.textContent.length;
+      if (!started && a <= pos + len) { range.setStart(n, a - pos); started = true; }
+      if (started && b <= pos + len) { range.setEnd(n, b - pos); break; }
+      pos += len;
+    }
+    return new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+  };
+  out.printed_tables = 0;
+  out.wrapped_tables = [];
+  for (const pre of art.querySelectorAll(".cell_output pre")) {
+    const lines = pre.textContent.split("\n");
+    const starts = [];
+    lines.reduce((pos, line) => { starts.push(pos); return pos + line.length + 1; }, 0);
+    for (let i = 1; i < lines.length; i++) {
+      const rule = lines[i].trimEnd();
+      if (!/^-{2,}(?: {2}-{2,})*$/.test(rule) || !lines[i - 1].trim()) continue;
+      let end = i + 1;
+      while (end < lines.length && lines[end].trim() && dispWidth(lines[end].trimEnd()) <= dispWidth(rule)) end++;
+      out.printed_tables += 1;
+      const wrapped = [];
+      for (let k = i - 1; k < end; k++) {
+        if (lineBoxes(pre, starts[k], starts[k] + lines[k].trimEnd().length) > 1) wrapped.push(k);
+      }
+      if (wrapped.length) out.wrapped_tables.push(`${wrapped.length} / ${end - i + 1} 行が折り返す: ${lines[i - 1].trim().slice(0, 60)}`);
+    }
+  }
+  // つぶれた表：12 文字以上のセルが、字の大きさの 6 倍より細い（1 行に 5 文字ほど）
+  out.squeezed_tables = [...art.querySelectorAll("table")].map((t) => {
+    const cells = [...t.querySelectorAll("td, th")].filter((c) => {
+      if (c.textContent.trim().length < 12 || !c.getClientRects().length) return false;
+      const cs = getComputedStyle(c);
+      return c.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) < 6 * parseFloat(cs.fontSize);
+    });
+    return cells.length ? `${cells.length} セル、高さ ${Math.round(t.getBoundingClientRect().height)} px: ${short(t)}` : "";
+  }).filter((x) => x);
+  // 図：表示の大きさ（width 属性）の何倍で見えているか。リンク（PNG そのもの）に包まれた図
+  const figs = [...art.querySelectorAll("img.course-figure")];
+  out.small_figures = figs.filter((i) => Number(i.getAttribute("width")))
+    .map((i) => [i.getBoundingClientRect().width / Number(i.getAttribute("width")), i.alt])
+    .filter(([scale]) => scale < 0.6).map(([scale, alt]) => `${scale.toFixed(2)} 倍: ${alt.slice(0, 60)}`);
+  out.figure_links = figs.filter((i) => i.closest("a[href]")).map((i) => `${i.closest("a[href]").getAttribute("href")}: ${i.alt.slice(0, 40)}`);
+  // 本文のコードの中の API 名（jax. / lax. / jnp.）と、リファレンス（docs.jax.dev）へのリンクのないもの
+  const apiName = /(?<![\w.\-\/:])(?:jax|lax|jnp)(?:\.[A-Za-z_]\w*)+/g;
+  out.api_names = 0;
+  out.api_unlinked = [];
+  for (const code of art.querySelectorAll("code")) {
+    if (code.closest("pre, .cell_output, .highlight, h1, h2, h3, h4, h5, h6, .course-links")) continue;
+    const linked = new Set([...code.querySelectorAll('a[href^="https://docs.jax.dev/"]')].map((a) => a.textContent));
+    for (const m of code.textContent.matchAll(apiName)) {
+      out.api_names += 1;
+      if (!code.closest("a[href]") && !linked.has(m[0])) out.api_unlinked.push(m[0]);
+    }
+  }
   return out;
 })()"""
 
@@ -169,6 +250,10 @@ def lesson_pages() -> list[str]:
     return [f"notebooks/{p.stem}.html" for p in build_site.lessons()]
 
 
+def exercise_pages() -> list[str]:
+    return [f"exercises/{p.stem}.html" for p in build_site.exercise_pages()]
+
+
 # ---------------------------------------------------------------- 欠陥を見つける関数
 # どれも 1 ページを測った値（LAYOUT_JS か CHROME_JS の結果、検索なら検索のページ）を受け取り、見つけた問題を
 # 1 つ 1 行で返す。行は欠陥の名前（下の定数）で始まる。本物のサイトのテストは一覧が空であることを確かめ、
@@ -183,6 +268,17 @@ ENGLISH_UI = "画面の部品に英語"
 NO_RESULTS = "検索の結果がない"
 NO_COUNT = "検索の件数がない（または結果の数と違う）"
 CHROME_SNIPPET = "抜き出しにテーマの部品"
+CUT_MATH = "左端が切れた数式"
+WRAPPED_TABLE = "折り返して列の崩れた印刷の表"
+SQUEEZED_TABLE = "細い列につぶれた表"
+SMALL_FIGURE = "縮みすぎた図"
+FIGURE_LINK = "リンクに包まれた図"
+FIGURE_LEAVES = "クリックするとページを離れる図"
+FIGURE_NO_ZOOM = "クリックしても拡大しない図"
+UNLINKED_API = "リファレンスへのリンクのない API 名"
+DUPLICATE_RESULT = "検索の結果に 2 度出るページ"
+MISSING_EXERCISE = "サイトにない演習"
+SOLUTION_CODE = "サイトにある解答のコード"
 
 
 def measure(page: Page, url: str, width: int) -> dict:
@@ -211,7 +307,104 @@ def wide_table_problems(layout: dict) -> list[str]:
 
 def math_problems(layout: dict) -> list[str]:
     return ([f"{UNRENDERED_MATH}: {text}" for text in layout["math_unrendered"]]
-            + [f"{OVERFLOWING_MATH}: {text}" for text in layout["math_overflow"]])
+            + [f"{OVERFLOWING_MATH}: {text}" for text in layout["math_overflow"]]
+            + [f"{CUT_MATH}: {text}" for text in layout["math_cut"]])
+
+
+def printed_table_problems(layout: dict) -> list[str]:
+    return [f"{WRAPPED_TABLE}: {text}" for text in layout["wrapped_tables"]]
+
+
+def squeezed_table_problems(layout: dict) -> list[str]:
+    return [f"{SQUEEZED_TABLE}: {text}" for text in layout["squeezed_tables"]]
+
+
+def figure_size_problems(layout: dict) -> list[str]:
+    return ([f"{SMALL_FIGURE}: {text}" for text in layout["small_figures"]]
+            + [f"{FIGURE_LINK}: {text}" for text in layout["figure_links"]])
+
+
+def api_link_problems(layout: dict) -> list[str]:
+    return [f"{UNLINKED_API}: {name}" for name in layout["api_unlinked"]]
+
+
+FIGURE_BOX_JS = """(async () => {
+  const img = document.querySelectorAll('article img.course-figure')[%d];
+  img.scrollIntoView({block: 'center'});
+  await img.decode().catch(() => null);
+  const r = img.getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2, img.alt.slice(0, 50)];
+})()"""
+
+
+NAVIGATION_EVENTS = ("Page.frameRequestedNavigation", "Page.frameStartedLoading", "Page.frameNavigated")
+
+
+def figure_click_problems(page: Page, url: str) -> list[str]:
+    """url のすべての図を、本物のマウスのクリック（DevTools の Input）で押す。ページを離れる図、拡大しない図。"""
+    page.navigate(url)
+    count = page.evaluate("document.querySelectorAll('article img.course-figure').length")
+    problems = []
+    for k in range(count):
+        x, y, alt = page.evaluate(FIGURE_BOX_JS % k)
+        page.events.clear()
+        for kind in ("mousePressed", "mouseReleased"):
+            page.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        page.settle(0.4)
+        moved = [ev["params"].get("url") or ev["params"].get("frame", {}).get("url", "")
+                 for ev in page.events if ev["method"] in NAVIGATION_EVENTS]
+        if moved:
+            problems.append(f"{FIGURE_LEAVES}: 図 {k}（{alt}）→ {next((u for u in moved if u), '?')}")
+            page.navigate(url)
+            continue
+        zoomed = page.evaluate("!!document.querySelector('.course-zoom img') && location.href")
+        if zoomed != url:
+            problems.append(f"{FIGURE_NO_ZOOM}: 図 {k}（{alt}）")
+        page.evaluate("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+    return problems
+
+
+def _page_text(path: Path) -> str:
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
+
+
+def exercise_problems(out: Path) -> list[str]:
+    """演習（ch6/grading/exercises.json のすべて）が、サイトの演習のページにあるか：ページ、問題の見出しと
+    チェックの呼び出し、問題の文の「必須」「自由」「ヒント」、レッスンのページからそのページへのリンク。"""
+    from ch6.grading import exercises as grading_exercises
+
+    data = json.loads(grading_exercises.DATA.read_text(encoding="utf-8"))["notebooks"]
+    problems = []
+    for stem, nb in data.items():
+        page = out / "exercises" / f"{stem}.html"
+        if not page.exists():
+            problems += [f"{MISSING_EXERCISE}: {ex['id']}（{stem} の演習のページがない）" for ex in nb["exercises"]]
+            continue
+        text = _page_text(page)
+        flat = re.sub(r"\s+", "", text)
+        for ex in nb["exercises"]:
+            if grading_exercises.norm_call(ex["call"]) not in flat or f"def{ex['function']}(" not in flat:
+                problems.append(f"{MISSING_EXERCISE}: {ex['id']} {ex['function']}（関数かチェックの呼び出しがない）")
+        source = ROOT / "exercises" / f"{stem}.ipynb"
+        markdown = "".join("".join(c["source"]) + "\n" for c in json.loads(source.read_text(encoding="utf-8"))["cells"]
+                           if c["cell_type"] == "markdown")
+        for heading in re.findall(r"^#{1,6}\s+(.*)$", markdown, re.M):
+            if re.sub(r"[`*\s]", "", heading) not in flat:
+                problems.append(f"{MISSING_EXERCISE}: {stem} の見出し「{heading}」がない")
+        for word in ("必須", "自由", "ヒント"):
+            if text.count(word) < markdown.count(word):
+                problems.append(f"{MISSING_EXERCISE}: {stem} の問題の文の「{word}」が {markdown.count(word)} 回のはず、"
+                                f"ページには {text.count(word)} 回")
+        lesson = (out / "notebooks" / f"{stem}.html").read_text(encoding="utf-8")
+        if f'href="../exercises/{stem}.html"' not in lesson:
+            problems.append(f"{MISSING_EXERCISE}: レッスン {stem} から演習のページへのリンクがない")
+    return problems
+
+
+def solution_problems(out: Path) -> list[str]:
+    return [f"{SOLUTION_CODE}: {leak}" for leak in build_site.solution_leaks(out)]
 
 
 def alt_problems(layout: dict) -> list[str]:
@@ -292,12 +485,23 @@ def site(tmp_path_factory, browser):
                 page.screenshot(SCREENSHOTS / "lesson-6_3b-1280.png")
         # 電話の幅：すべてのページをもう一度
         page.set_viewport(390, 844, mobile=True)
+        (SCREENSHOTS / "phone").mkdir()
         try:
             for rel in s.content_pages():
                 page.navigate(base + rel)
                 s.visits[rel].layout[390] = page.evaluate(LAYOUT_JS)
                 if rel == SHOWCASE:
                     page.screenshot(SCREENSHOTS / "lesson-6_3b-390.png")
+                for name, (shot_rel, selector, k) in PHONE_SHOTS.items():
+                    if shot_rel == rel:
+                        page.evaluate(f"""(async () => {{
+                            await Promise.all([...document.images].map((i) => i.decode().catch(() => null)));
+                            const all = [...document.querySelectorAll({json.dumps(selector)})];
+                            all.at({k}).scrollIntoView({{block: 'start'}});
+                            window.scrollBy(0, -60);
+                        }})()""")
+                        page.settle(0.2)
+                        page.screenshot(SCREENSHOTS / "phone" / f"{name}.png")
         finally:
             page.set_viewport(1280, 900)
         print(f"スクリーンショット: {SCREENSHOTS}/")
@@ -310,7 +514,7 @@ def test_build_is_fast_and_covers_every_lesson(site):
     assert site.cpu_seconds < BUILD_LIMIT_S, f"サイトを作るのに CPU {site.cpu_seconds:.0f} 秒（{BUILD_LIMIT_S} 秒以内のはず）"
     docs = {f"docs/{d.stem}.html" for d in build_site.doc_pages()}
     expected = {"index.html", "glossary.html", "teachers.html", "maintainers.html", "search.html", "genindex.html",
-                *docs, *lesson_pages()}
+                *docs, *lesson_pages(), *exercise_pages()}
     assert set(site.pages()) == expected
     assert (site.out / ".nojekyll").exists(), "GitHub Pages が _static/ を配るには .nojekyll が要る"
 
@@ -366,10 +570,11 @@ def test_navigation_follows_the_course_in_japanese(site):
         "[...document.querySelectorAll('.bd-sidebar-primary a.reference.internal')].map((a) => a.href)")
     order = [site.rel(h) for h in hrefs]
     docs = [f"docs/{d.stem}.html" for d in build_site.doc_pages()]
-    assert order == ["index.html", *lesson_pages(), "glossary.html", "teachers.html", *docs, "maintainers.html"]
+    assert order == ["index.html", *lesson_pages(), *exercise_pages(), "glossary.html", "teachers.html", *docs,
+                     "maintainers.html"]
     captions = site.page.evaluate(
         "[...document.querySelectorAll('.bd-sidebar-primary p.caption')].map((p) => p.textContent.trim())")
-    assert captions == ["本編", "資料"]
+    assert captions == ["本編", "演習", "資料"]
     assert site.page.evaluate("document.documentElement.lang") == "ja"
 
 
@@ -439,6 +644,12 @@ def search(site: Site, word: str) -> set[str]:
     return {site.rel(item["href"]) for item in search_results(site, word)["items"]}
 
 
+def duplicate_problems(site: Site, items: list[dict]) -> list[str]:
+    """同じページが 2 度以上ある結果（節へのリンクの違いは同じページ）。"""
+    pages = [site.rel(item["href"]) for item in items]
+    return [f"{DUPLICATE_RESULT}: {page}（{pages.count(page)} 回）" for page in sorted(set(pages)) if pages.count(page) > 1]
+
+
 # 抜き出しに出てはいけないテーマの部品の文字
 CHROME_WORDS = ["System Settings", "システムの設定", "ライト", "ダーク", "目次", "このページの内容", "コピー", "Ctrl", "印刷・PDF"]
 
@@ -450,7 +661,7 @@ def search_problems(site: Site, word: str) -> list[str]:
     items = found["items"]
     if not items:
         return [f"{NO_RESULTS}: {word}"]
-    problems = []
+    problems = duplicate_problems(site, items)
     m = re.search(r"(\d+)\s*ページ", found["status"])
     if not (m and int(m.group(1)) == len(items)):
         problems.append(f"{NO_COUNT}: {found['status']!r}（結果は {len(items)} 件）")
@@ -476,7 +687,7 @@ def search_problems(site: Site, word: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("word", COURSE_WORDS + ["collective"])
+@pytest.mark.parametrize("word", COURSE_WORDS + ["collective", "まとめ", "KV キャッシュ"])
 def test_search_shows_count_snippets_order_and_sections(site, word):
     problems = search_problems(site, word)
     assert not problems, "\n".join(problems)
@@ -504,7 +715,9 @@ def test_search_finds_the_pages_that_use_the_word(site, word):
     contains = {rel for rel in site.content_pages() if w in site.visits[rel].main_text.lower()}
     if word in COURSE_WORDS:  # 用語集の語は用語集のページが使う（GLOSSARY.md の同期は tests/test_glossary.py）
         assert uses & set(lesson_pages()), f"「{word}」を使うレッスンがない"
-    found = search(site, word)
+    items = search_results(site, word)["items"]
+    assert not duplicate_problems(site, items), duplicate_problems(site, items)
+    found = {site.rel(item["href"]) for item in items}
     assert uses <= found, f"「{word}」の検索に出ないページ: {sorted(uses - found)}"
     assert found <= contains, f"「{word}」を含まないのに出たページ: {sorted(found - contains)}"
 
@@ -581,6 +794,72 @@ def test_figure_opens_enlarged_and_closes(site):
     assert size[2].startswith("図：")
     site.page.evaluate("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
     assert site.page.evaluate("document.querySelector('.course-zoom') === null")
+
+
+def test_figures_zoom_without_leaving_the_page(site):
+    """どの図も、クリックするとそのページの上で拡大する（PNG そのものへは移らない。図はリンクに包まれていない）。"""
+    problems = _problems(site, lambda layout: layout["figure_links"], widths=(1280,))
+    for rel in lesson_pages():
+        found = figure_click_problems(site.page, site.base + rel)
+        if found:
+            problems[rel] = found
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+    figures = sum(site.visits[rel].layout[1280]["figures"] for rel in lesson_pages())
+    assert figures > 2 * len(lesson_pages()), figures
+
+
+def test_printed_tables_keep_their_columns(site):
+    """出力に印刷された表（ch6.show.table）は、電話の幅でも行を折り返さない（列がそろったまま。箱の中で横にスクロール）。"""
+    tables = sum(site.visits[rel].layout[390]["printed_tables"] for rel in lesson_pages())
+    assert tables >= 20, f"印刷された表が {tables} 個しか見つからない"
+    problems = _problems(site, printed_table_problems)
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+
+
+def test_tables_with_many_columns_become_cards_on_a_phone(site):
+    """列の多い表（6.5 のエラー索引など）は、電話の幅で細い列につぶれない（3 列以上の表は 1 行 1 枚のカードになる）。"""
+    problems = _problems(site, squeezed_table_problems, widths=(390,))
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+    summary = site.visits["notebooks/6_5_summary.html"].layout
+    assert summary[390]["width"] == 390
+
+
+def test_wide_figures_stay_readable_on_a_phone(site):
+    """電話の幅で、図は表示の大きさの 0.6 倍より小さくならない（6.8a のスケジュールは枠の中で横にスクロール）。"""
+    problems = _problems(site, figure_size_problems)
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+
+
+def test_api_names_link_to_the_reference(site):
+    """本文のコードの中の jax. / lax. / jnp. の名前は、どれも docs.jax.dev のそのページへリンクする。"""
+    names = sum(site.visits[rel].layout[1280]["api_names"] for rel in site.content_pages())
+    assert names > 200, names
+    problems = _problems(site, api_link_problems, widths=(1280,))
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+    links = site.visits["notebooks/6_3b_shard_map.html"].links
+    assert "https://docs.jax.dev/en/latest/_autosummary/jax.lax.psum.html" in links
+    assert "https://docs.jax.dev/en/latest/_autosummary/jax.shard_map.html" in links
+
+
+def test_exercises_are_on_the_site(site):
+    """すべての演習（問題の文・必須と自由・ヒント・書き込む形）が演習のページにあり、レッスンからリンクしている。"""
+    problems = exercise_problems(site.out)
+    assert not problems, "\n".join(problems)
+    from ch6.grading import exercises as grading_exercises
+
+    data = json.loads(grading_exercises.DATA.read_text(encoding="utf-8"))["notebooks"]
+    assert sum(len(nb["exercises"]) for nb in data.values()) >= 50
+    assert set(exercise_pages()) == {f"exercises/{stem}.html" for stem in data}
+    text = site.visits["exercises/6_1_vmap.html"].article_text
+    assert "raise NotImplementedError" in text and "# TODO" in text
+
+
+def test_site_has_no_solution_code(site):
+    """解答（solutions/ の ### BEGIN SOLUTION … ### END SOLUTION）のコードは、サイトのどのファイルにもない。"""
+    blocks = build_site.solution_blocks()
+    assert len(blocks) >= 50 and sum(len(b["lines"]) for b in blocks) > 100
+    problems = solution_problems(site.out)
+    assert not problems, "\n".join(problems)
 
 
 def test_code_cells_have_a_working_copy_button(site):
@@ -700,10 +979,11 @@ def test_screenshots(site):
     search(site, "集団通信")
     site.page.wait_for("[...document.querySelectorAll('#search-results li')].every((li) => li.querySelector('p.context'))")
     site.page.screenshot(SCREENSHOTS / "search-shudan-tsushin.png")
-    named = ["landing.png", "lesson-6_3b-1280.png", "lesson-6_3b-390.png", "glossary.png", "search-shudan-tsushin.png"]
+    named = ["landing.png", "lesson-6_3b-1280.png", "lesson-6_3b-390.png", "glossary.png", "search-shudan-tsushin.png",
+             *(f"phone/{name}.png" for name in PHONE_SHOTS)]
     for name in named:
         assert (SCREENSHOTS / name).exists(), name
-    for shot in [*SCREENSHOTS.glob("*.png"), *(SCREENSHOTS / "lessons").glob("*.png")]:
+    for shot in [*SCREENSHOTS.glob("*.png"), *(SCREENSHOTS / "lessons").glob("*.png"), *(SCREENSHOTS / "phone").glob("*.png")]:
         data = shot.read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 20_000, shot.name
 
@@ -715,10 +995,14 @@ def test_screenshots(site):
 
 @contextlib.contextmanager
 def altered_copy(site: Site, folder: Path, changes: dict):
-    """changes（サイトの中のパス → 文字列を書き換える関数）を当てた写しを配り、その Site を返す。"""
+    """changes（サイトの中のパス → 文字列を書き換える関数。None ならそのファイルを消す）を当てた写しを配り、
+    その Site を返す。"""
     out = folder / "_site"
     shutil.copytree(site.out, out, copy_function=os.symlink)
     for rel, change in changes.items():
+        if change is None:
+            (out / rel).unlink()
+            continue
         text = (site.out / rel).read_text(encoding="utf-8")
         new = change(text)
         assert new != text, f"{rel}: 欠陥を戻せなかった（書き換える場所がない）"
@@ -762,8 +1046,8 @@ def _long_equation(html: str) -> str:
 
 def _alt_is_path(html: str) -> str:
     """図の alt を、図の説明ではなく画像のパスに（myst-nb がそのまま出すもの）。"""
-    return re.sub(r'<img alt="[^"]*" class="course-figure"([^>]*?) src="([^"]+)"',
-                  r'<img alt="\2" class="course-figure"\1 src="\2"', html)
+    return re.sub(r'<img alt="[^"]*" class="(course-figure[^"]*)"([^>]*?) src="([^"]+)"',
+                  r'<img alt="\3" class="\1"\2 src="\3"', html)
 
 
 def _english_attributes(html: str) -> str:
@@ -835,3 +1119,118 @@ def test_detects_snippet_of_theme_chrome(site, tmp_path):
     with altered_copy(site, tmp_path, {"_static/course-search.js": _sphinx_snippets}) as copy:
         found = _named(search_problems(copy, "shard_map"), CHROME_SNIPPET)
     assert found, "テーマの部品の抜き出しが見つからない"
+
+
+# ---------------------------------------------------------------- issue 40 の欠陥を戻すと見つかること
+
+def _without(snippet: str):
+    """ファイルから snippet（直したところ）を取り除く書き換え。"""
+    return lambda text: text.replace(snippet, "")
+
+
+# 直したところ（site/_static の course.css・course.js・course-search.js）。取り除くと、もとのふるまいに戻る
+PRINTED_TABLE_RULE = ".cell_output .course-printed-table pre { white-space: pre; overflow-wrap: normal; overflow-x: auto; }"
+MATH_RULE = "div.math { flex-direction: row; justify-content: safe center; }"
+FIGURE_MIN_RULE = ".cell_output img.course-figure { min-width: calc(var(--course-fig-w, 0px) * 0.7); }"
+STACK_CALL = "CourseUI.stackTables();"
+PHONE_CELL_WIDTH = "font-size: 0.85rem; min-width: 7.5em; }"  # 電話の幅のセル（もとは min-width: 0）
+CLICK_GUARD = "e.preventDefault();  // 図を包むリンク（PNG そのもの）へは行かない"
+ONE_PER_PAGE = "Search._performSearch = (...args) => CourseSearch.onePerPage(performSearch(...args));"
+
+
+def _figures_in_links(html: str) -> str:
+    """図を、Sphinx が縮めた図にするように PNG へのリンクで包む（no-scaled-link のない、もとのサイト）。"""
+    return re.sub(r'(<img alt="[^"]*" class="course-figure[^"]*"[^>]*? src="([^"]+)"[^>]*>)',
+                  r'<a class="reference internal image-reference" href="\2">\1</a>', html)
+
+
+def _api_names_unlinked(html: str) -> str:
+    return re.sub(r'<a class="course-api[^"]*"[^>]*>(.*?)</a>', r"\1", html)
+
+
+def test_detects_figure_that_leaves_the_page(site, tmp_path):
+    changes = {"notebooks/6_8a_pipeline.html": _figures_in_links, "_static/course.js": _without(CLICK_GUARD)}
+    with altered_copy(site, tmp_path, changes) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_8a_pipeline.html", 1280)
+        clicks = figure_click_problems(copy.page, copy.base + "notebooks/6_8a_pipeline.html")
+    assert _named(figure_size_problems(layout), FIGURE_LINK), layout["figure_links"]
+    assert _named(clicks, FIGURE_LEAVES) and all("/_images/" in p for p in _named(clicks, FIGURE_LEAVES)), clicks
+
+
+def test_detects_printed_table_that_wraps(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course.css": _without(PRINTED_TABLE_RULE)}) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_7_cost_memory.html", 390)
+    found = _named(printed_table_problems(layout), WRAPPED_TABLE)
+    assert len(found) >= 5, found
+
+
+def test_detects_equation_cut_on_the_left(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course.css": _without(MATH_RULE)}) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_8b_sequence_expert.html", 390)
+    assert _named(math_problems(layout), CUT_MATH), layout["math_cut"]
+
+
+def test_detects_table_squeezed_into_thin_columns(site, tmp_path):
+    changes = {"_static/course.js": _without(STACK_CALL),
+               "_static/course.css": lambda css: css.replace(PHONE_CELL_WIDTH, "font-size: 0.85rem; min-width: 0; }")}
+    with altered_copy(site, tmp_path, changes) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_5_summary.html", 390)
+    found = _named(squeezed_table_problems(layout), SQUEEZED_TABLE)
+    assert any("E01" in p for p in found), found
+
+
+def test_detects_figure_shrunk_on_a_phone(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course.css": _without(FIGURE_MIN_RULE)}) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_8a_pipeline.html", 390)
+    found = _named(figure_size_problems(layout), SMALL_FIGURE)
+    assert any(p.startswith(f"{SMALL_FIGURE}: 0.2") for p in found), found
+
+
+def test_detects_api_name_without_link(site, tmp_path):
+    with altered_copy(site, tmp_path, {SHOWCASE: _api_names_unlinked}) as copy:
+        layout = measure(copy.page, copy.base + SHOWCASE, 1280)
+    found = api_link_problems(layout)
+    assert f"{UNLINKED_API}: jax.shard_map" in found and len(found) == layout["api_names"], found
+
+
+def test_detects_duplicate_search_results(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course-search.js": _without(ONE_PER_PAGE)}) as copy:
+        found = _named(search_problems(copy, "シャーディング"), DUPLICATE_RESULT)
+    assert found, "同じページが 2 度出ても見つからない"
+
+
+def test_detects_missing_exercises(site, tmp_path):
+    with altered_copy(site, tmp_path, {rel: None for rel in exercise_pages()}) as copy:
+        found = _named(exercise_problems(copy.out), MISSING_EXERCISE)
+    from ch6.grading import exercises as grading_exercises
+
+    data = json.loads(grading_exercises.DATA.read_text(encoding="utf-8"))["notebooks"]
+    assert len(found) == sum(len(nb["exercises"]) for nb in data.values()), found
+
+
+def _solution_in_place_of_the_stub(notebook: str):
+    """演習のページの、その演習の最初の「raise NotImplementedError」を、solutions/ の解答のコードに置き換える。"""
+    import html
+
+    block = next(b for b in build_site.solution_blocks() if b["notebook"] == notebook)
+    sol = json.loads((ROOT / "solutions" / notebook).read_text(encoding="utf-8"))
+    source = next(m.group(1) for c in sol["cells"] for m in [re.search(
+        r"### BEGIN SOLUTION[^\n]*\n(.*?)[ \t]*### END SOLUTION", "".join(c["source"]), re.S)] if m)
+
+    def change(text: str) -> str:
+        stub = re.compile(r'<span class="k">raise</span>\s*<span class="ne">NotImplementedError</span>')
+        assert stub.search(text), notebook
+        return stub.sub(lambda m: html.escape(source.strip()), text, count=1)
+
+    return block, change
+
+
+def test_detects_solution_code_on_the_site(site, tmp_path):
+    vmap_block, vmap_change = _solution_in_place_of_the_stub("6_1_vmap.ipynb")
+    summary_block, summary_change = _solution_in_place_of_the_stub("6_5_summary.ipynb")
+    assert vmap_block["lines"] and not summary_block["lines"], "6.5 の解答は短く、レッスンにもある行（return \"b\"）"
+    changes = {"exercises/6_1_vmap.html": vmap_change, "exercises/6_5_summary.html": summary_change}
+    with altered_copy(site, tmp_path, changes) as copy:
+        found = _named(solution_problems(copy.out), SOLUTION_CODE)
+    assert any("exercises/6_1_vmap.html" in p and vmap_block["lines"][0] in p for p in found), found
+    assert any("exercises/6_5_summary.html" in p and summary_block["function"] in p for p in found), found

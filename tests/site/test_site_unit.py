@@ -115,8 +115,11 @@ def test_rewrite_links():
     assert fix("[6.1](notebooks/6_1_vmap.ipynb)", "README.md", pages) == "[6.1](notebooks/6_1_vmap.ipynb)"
     repo = build_site.repo_url()
     assert fix("[書き方](CONTRIBUTING.md)", "README.md", pages) == f"[書き方]({repo}/blob/main/CONTRIBUTING.md)"
+    # 演習はサイトのページ（問題だけ）、解答はサイトに載らないので GitHub へ
     assert fix("[演習](../exercises/6_5_summary.ipynb)", "notebooks/6_5_summary.ipynb", pages) == \
-        f"[演習]({repo}/blob/main/exercises/6_5_summary.ipynb)"
+        "[演習](../exercises/6_5_summary.ipynb)"
+    assert fix("[解答](../solutions/6_5_summary.ipynb)", "notebooks/6_5_summary.ipynb", pages) == \
+        f"[解答]({repo}/blob/main/solutions/6_5_summary.ipynb)"
     assert fix("[先頭](../README.md#x)", "notebooks/6_1_vmap.ipynb", pages) == "[先頭](../maintainers.md#x)"
     assert fix("[外](https://jax.dev/)", "README.md", pages) == "[外](https://jax.dev/)"
     # 出力の Markdown ではページの .html へ。「6.1 の 3 節」はその節へ（その id があるときだけ）
@@ -143,6 +146,24 @@ def test_stage_takes_only_the_notebooks_with_outputs(tmp_path):
     # ダウンロード用はもとのノートブックそのもの
     for lesson in lessons:
         assert (tmp_path / "_files" / "notebooks" / lesson.name).read_bytes() == lesson.read_bytes()
+    # 演習のページは exercises/ から（solutions/ は写さない）。目次では本編の後
+    exercises = build_site.exercise_pages()
+    assert exercises and sorted(p.name for p in (tmp_path / "exercises").iterdir()) == sorted(p.name for p in exercises)
+    assert not (tmp_path / "solutions").exists()
+    assert index.index(f"notebooks/{lessons[-1].stem}\n") < index.index(f"exercises/{exercises[0].stem}\n")
+
+
+def test_staged_exercise_pages_have_links_and_no_solution(tmp_path):
+    build_site.stage(tmp_path)
+    for ex in build_site.exercise_pages():
+        staged = (tmp_path / "exercises" / ex.name).read_text(encoding="utf-8")
+        assert "BEGIN SOLUTION" not in staged
+        nb = json.loads(staged)
+        first = next(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+        assert colab_url(f"exercises/{ex.name}") in first and f"(../notebooks/{ex.name})" in first
+        assert "colab.research.google.com/assets/colab-badge.svg" not in first
+        lesson = json.loads((tmp_path / "notebooks" / ex.name).read_text(encoding="utf-8"))
+        assert f"(../exercises/{ex.name})" in next(c["source"] for c in lesson["cells"] if c["cell_type"] == "markdown")
 
 
 def test_staged_pages_have_local_badges_and_lesson_links(tmp_path):
@@ -238,3 +259,71 @@ def test_lessons_list_has_titles_prerequisites_and_time():
         assert build_site.lesson_title(lesson) in text
     assert text.count("目安") == len(build_site.lessons())
     assert "前提：" in text
+
+
+# ---------------------------------------------------------------- 印刷された表・API 名・解答（issue 40）
+
+
+def test_printed_table_is_cut_out_of_its_output():
+    import ch6.show
+
+    table = ch6.show.table([["データ並列", 204304, 1.0], ["FSDP（reshard）", 25552, 0.13]], header=("配置", "保存", "比"))
+    note = "FSDP は保存を 0.13 倍にします。" * 3  # 表より長い文は表に入らない（折り返してよい）
+    parts = course_site.printed_table_parts(f"1 デバイスあたりのバイト数\n{table}\n{note}\n")
+    assert parts == [("1 デバイスあたりのバイト数", False), (table, True), (note, False)]
+    assert course_site.printed_table_parts("a\n\nb") == [("a\n\nb", False)]
+    assert course_site.printed_table_parts("----\n区切り") == [("----\n区切り", False)]  # 見出しのない線は表ではない
+    two = f"{table}\n\n{table}"
+    assert course_site.printed_table_parts(two) == [(table, True), (table, True)]
+
+
+def test_api_names_map_to_the_reference():
+    import jax_api
+
+    base = jax_api.BASE
+    assert jax_api.url("lax.psum") == base + "_autosummary/jax.lax.psum.html"
+    assert jax_api.url("jnp.einsum") == base + "_autosummary/jax.numpy.einsum.html"
+    assert jax_api.url("jax.shard_map") == base + "_autosummary/jax.shard_map.html"
+    assert jax_api.url("jax.sharding.NamedSharding") == base + "jax.sharding.html#jax.sharding.NamedSharding"
+    assert jax_api.url("jax.numpy") == base + "jax.numpy.html"
+    assert jax_api.url("jax.Array.sharding").startswith(base + "_autosummary/jax.Array")  # 属性は、あればそのページ
+    assert jax_api.url("jax.config.update") == base + "_autosummary/jax.config.html"  # なければ親の名前のページ
+    assert jax_api.url("jax.no_such_thing") is None
+    assert jax_api.NAME.findall('jax.jit(jax.vmap(f)) と lax.psum(x, "i")') == ["jax.jit", "jax.vmap", "lax.psum"]
+    assert jax_api.NAME.findall("docs.jax.dev、jaxpr.eqns、self.lax.psum") == []
+
+
+def test_api_table_is_read_from_the_jax_docs(tmp_path):
+    import jax_api
+
+    (tmp_path / "jax.lax.rst").write_text(
+        "``jax.lax`` module\n==================\n\n.. automodule:: jax.lax\n\n.. autosummary::\n  :toctree: _autosummary\n\n"
+        "    psum\n    ppermute\n\nText\n", encoding="utf-8")
+    (tmp_path / "jax.sharding.rst").write_text(
+        ".. currentmodule:: jax.sharding\n\n.. autoclass:: NamedSharding\n   :members:\n", encoding="utf-8")
+    table = jax_api.parse_docs(tmp_path)
+    assert table == {"jax.lax": "jax.lax.html", "jax.lax.psum": "", "jax.lax.ppermute": "",
+                     "jax.sharding.NamedSharding": "jax.sharding.html#jax.sharding.NamedSharding"}
+
+
+def test_every_exercise_has_a_solution_block_and_its_function():
+    from ch6.grading import exercises as grading_exercises
+
+    data = json.loads(grading_exercises.DATA.read_text(encoding="utf-8"))["notebooks"]
+    blocks = build_site.solution_blocks()
+    assert len(blocks) == sum(len(nb["exercises"]) for nb in data.values())
+    assert all(b["function"] for b in blocks)
+
+
+def test_solution_leaks_are_found(tmp_path):
+    blocks = build_site.solution_blocks()
+    block = next(b for b in blocks if b["lines"])
+    stem = block["notebook"].removesuffix(".ipynb")
+    (tmp_path / "exercises").mkdir()
+    page = tmp_path / "exercises" / f"{stem}.html"
+    stub = f"<pre>def {block['function']}(x):\n    # TODO\n    raise NotImplementedError\n</pre>"
+    page.write_text(stub, encoding="utf-8")
+    assert not [p for p in build_site.solution_leaks(tmp_path, [block])]
+    page.write_text(f"<pre>def {block['function']}(x):\n    {block['lines'][0]}\n</pre>", encoding="utf-8")
+    found = build_site.solution_leaks(tmp_path, [block])
+    assert any(block["lines"][0] in p for p in found) and any("NotImplementedError" in p for p in found), found
