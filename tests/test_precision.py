@@ -36,10 +36,20 @@ def test_a_reduced_backend_accepts_bf16_rounding_and_still_rejects_wrong_values(
         precision.assert_close(want[:2], want, rtol=1e-5)  # 形の違いも
 
 
-def test_full_precision_is_highest_inside_and_restored_after():
+def _as_accelerator(monkeypatch):
+    """full() が見るバックエンドを TPU と見せかける（このマシンには CPU しかない）。"""
+    import jax
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+
+
+def test_full_precision_is_highest_inside_and_restored_after(monkeypatch):
     import jax
 
     before = jax.config.jax_default_matmul_precision
+    with precision.full():  # CPU: float32 のままなので何も変えない（jit のキャッシュを作り直させない）
+        assert jax.config.jax_default_matmul_precision == before
+    _as_accelerator(monkeypatch)
     with precision.full():
         assert jax.config.jax_default_matmul_precision == "highest"
     assert jax.config.jax_default_matmul_precision == before
@@ -47,6 +57,8 @@ def test_full_precision_is_highest_inside_and_restored_after():
 
 def test_checks_run_at_full_precision(monkeypatch):
     import jax
+
+    _as_accelerator(monkeypatch)
 
     import ch6
     from ch6.checking import Entry
