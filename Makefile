@@ -19,7 +19,7 @@ NBGRADER_VENV := .venv-nbgrader
 DEVICE_COUNTS ?= 1 2 3 4
 CHECK_DEVICE_COUNTS ?= 1 2 3 4
 
-.PHONY: setup lab test test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab depends test test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -69,6 +69,11 @@ sync: $(STAMP)
 notebook exercise: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make $@ NB=6_2_pmap"; exit 2; }
 	$(BIN)/python tools/recipe.py $@ $(NB) $(if $(ALL),--all,)
+
+# ch6 のモジュールに依存するノートブック: make depends MOD=ch6/lm.py（表示）、RUN=1 で実行し直す（tools/recipe.py depends）
+depends: $(STAMP)
+	@test -n "$(MOD)" || { echo "usage: make depends MOD=ch6/lm.py [RUN=1]"; exit 2; }
+	$(BIN)/python tools/recipe.py depends $(MOD) $(if $(RUN),--run,)
 
 # GPU・TPU のあるマシンで手で実行する（CI にはない）: JAX_PLATFORMS を外し、全レッスンと全解答をプロセス内（カーネルなし）で
 # 実行して、予期しないエラーとチェックの結果を表示する（tools/accelerator.py）。RECORD=1 で docs/accelerator.md に記録。

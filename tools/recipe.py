@@ -6,6 +6,8 @@
                                                # ミューテーション、その節のチェックの単体テスト（デバイス 1, 2, 3, 8）、
                                                # 意地悪な値、速い採点・一貫性のテスト
     python tools/recipe.py exercise 6_2_pmap --all   # 変わっていなくてもレッスンと解答を実行し直す
+    python tools/recipe.py depends ch6/lm.py         # ch6/lm.py に（間接にも）依存するノートブックを表示する
+    python tools/recipe.py depends ch6/lm.py --run   # それらを実行し直す（演習と採点データも作り直す）
 
 NB はノートブックの名前（拡張子なし）。.md と .ipynb のどちらを編集してもかまいません
 （新しいほうを正として揃えます: tools/twins.py）。
@@ -248,7 +250,46 @@ def expected_outputs(name: str) -> set[str]:
     return out
 
 
+def dependents(module: str) -> list[Path]:
+    """module（"ch6/lm.py"、"ch6.lm"、"ch6/capstone" のどれでも）を直接または間接に読み込むノートブック
+    （notebooks/ と solutions/ の .ipynb。解答はその節のチェックも入力）。make notebook と同じ _inputs で数える。"""
+    rel = module.removesuffix(".py").replace(".", "/") if not module.endswith((".txt", ".json", ".toml")) else module
+    target = (ROOT / rel).resolve()
+    wanted = {target} if target.is_dir() or target.suffix else {target.with_suffix(".py")}
+    if target.is_dir():
+        wanted = {p.resolve() for p in target.rglob("*") if p.is_file()}
+    if not any(p.exists() for p in wanted):
+        raise SystemExit(f"{module}: no such module or file under {ROOT.name}/")
+    out = []
+    for folder in ("notebooks", "solutions"):
+        for nb in sorted((ROOT / folder).glob("*.ipynb")):
+            if wanted & {p.resolve() for p in _inputs(nb)}:
+                out.append(nb)
+    return out
+
+
+def depends(module: str, run: bool) -> int:
+    """make depends MOD=…: module に依存するノートブックを表示し、run なら変わっていなくても実行し直す。"""
+    found = dependents(module)
+    for nb in found:
+        print(nb.relative_to(ROOT).as_posix())
+    if not found:
+        print(f"no notebook depends on {module}")
+    if not run or not found:
+        return 0
+    return sync_and_execute(found, force=True)
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["depends"]:
+        dp = argparse.ArgumentParser(prog="recipe.py depends",
+                                     description="ch6 のモジュールに依存するノートブックを表示する（--run で実行し直す）")
+        dp.add_argument("module", help="例: ch6/lm.py、ch6.serving、ch6/capstone")
+        dp.add_argument("--run", action="store_true", help="表示したノートブックを実行し直し、演習も作り直す")
+        a = dp.parse_args(argv[1:])
+        return depends(a.module, a.run)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kind", choices=("notebook", "exercise"))
     ap.add_argument("name", help="例: 6_2_pmap")

@@ -98,3 +98,15 @@ def test_the_recipe_may_write_only_the_notebook_its_twins_and_the_grading_data()
     assert {"solutions/6_2_pmap.outputs.txt", "notebooks/6_2_pmap.md", "exercises/6_2_pmap.ipynb",
             "ch6/grading/exercises.json"} <= allowed
     assert "notebooks/6_1_vmap.ipynb" not in allowed and "tools/mutants_equivalent.txt" not in allowed
+
+
+def test_depends_lists_the_notebooks_that_import_a_module_directly_or_not():
+    """make depends MOD=…: 6.10 imports ch6.serving, which imports ch6.lm; a solution depends on its section's checks."""
+    names = lambda mod: {p.relative_to(recipe.ROOT).as_posix() for p in recipe.dependents(mod)}  # noqa: E731
+    lm = names("ch6/lm.py")
+    assert "notebooks/6_10_inference.ipynb" in lm and "notebooks/6_9a_train.ipynb" in lm
+    assert "notebooks/6_1_vmap.ipynb" not in lm
+    assert names("ch6.lm") == lm  # the module's dotted name says the same
+    assert "solutions/6_7_cost_memory.ipynb" in names("ch6/checks/s6_7")
+    with pytest.raises(SystemExit):
+        recipe.dependents("ch6/no_such_module.py")
