@@ -129,6 +129,46 @@ def _inputs(nb: Path) -> list[Path]:
     return sorted(set(out))
 
 
+# ノートブックを最後に実行したとき、その出力を決める ch6 のファイルがどうだったか（twins.execute が書く）。
+# make quick の tests/tools/test_fresh_outputs.py が今のファイルと比べ、古い出力（数値・図）を名指しする
+LEDGER = ROOT / "tools" / "executed_inputs.json"
+
+
+def input_hashes(nb: Path) -> dict[str, str]:
+    """nb の出力を決める ch6 のファイル（_inputs）ごとの短いハッシュ。"""
+    return {p.relative_to(ROOT).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+            for p in _inputs(nb) if p.exists()}
+
+
+def _ledger_key(nb: Path) -> str:
+    return nb.resolve().relative_to(ROOT).with_suffix(".ipynb").as_posix()
+
+
+def record_inputs(nb: Path) -> None:
+    """実行したばかりの nb の入力を台帳に書く（同時に実行するプロセスがあっても、ほかの行は消さない）。"""
+    import fcntl
+
+    with open(LEDGER.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ledger = json.loads(LEDGER.read_text(encoding="utf-8")) if LEDGER.exists() else {}
+        ledger[_ledger_key(nb)] = input_hashes(nb)
+        LEDGER.write_text(json.dumps(dict(sorted(ledger.items())), indent=1, ensure_ascii=False) + "\n",
+                          encoding="utf-8")
+
+
+def stale_inputs(nb: Path) -> dict[str, str]:
+    """最後の実行のあとで変わった（増えた・消えた）入力: {ファイル: "changed" | "new" | "gone" | "never"}。"""
+    ledger = json.loads(LEDGER.read_text(encoding="utf-8")) if LEDGER.exists() else {}
+    then = ledger.get(_ledger_key(nb))
+    if then is None:
+        return {_ledger_key(nb): "never"}
+    now = input_hashes(nb)
+    out = {f: "changed" for f in now if f in then and now[f] != then[f]}
+    out |= {f: "new" for f in now if f not in then}
+    out |= {f: "gone" for f in then if f not in now}
+    return out
+
+
 def fingerprint(nb: Path, *, head: bool = False) -> str | None:
     """nb のソースと、出力を決めるファイルのハッシュ（head=True なら HEAD の版。HEAD になければ None）。"""
     def read(p: Path) -> str | None:

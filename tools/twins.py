@@ -327,6 +327,10 @@ def execute(nb_path: Path, devices: int) -> float:
     pair_metadata(nb)
     nbrun.write(nb, nb_path)
     write_twins(nb_path)
+    sys.path.insert(0, str(ROOT / "tools"))
+    import recipe
+
+    recipe.record_inputs(nb_path)  # 出力がどの版の ch6 から作られたか（make quick が古い出力を名指しする）
     return secs
 
 
