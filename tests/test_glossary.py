@@ -32,7 +32,9 @@ def test_rejected_list_covers_what_the_editors_found():
                  "手目", "工場関数", "見張り", "正直に", "切れ端",
                  # issue 29
                  "送り元", "一時メモリ", "切り詰め", "返り値", "numpy", "専門家", "周回", "費用", "数字", "落ち",
-                 "手元", "実行時", "印刷", "機械", "仕事", "閉包", "ルーター", "ユーザー", "チェッカー", "✔"):
+                 "手元", "実行時", "印刷", "機械", "仕事", "閉包", "ルーター", "ユーザー", "チェッカー", "✔",
+                 # issue 39
+                 "送り先", "チップ", "置け", "台", "ノートブック", "注意", "ブック", "章", "（"):
         assert word in text, word
     for r in glossary.rejected():
         re.compile(r.pattern)
@@ -126,10 +128,60 @@ def test_the_learner_files_include_checks_explain_figures_and_readme():
     assert "ch6/glossary.py" not in rel
 
 
+# issue 39 の規則（issue = "39"）の当たりが残るファイル: 本編・解答例・チェックは担当者が直している途中。ここにある
+# ファイルでも、それ以外の規則の当たりは失敗にする。直したファイルはここから消す（残っていれば XPASS と表示される）
+SCAN_PENDING = {
+    "ch6/checks/s6_2/sgd_step.py",
+    "ch6/checks/s6_3c/migrated_step.py",
+    "ch6/checks/s6_5/gradients_and_placement.py",
+    "ch6/checks/s6_7/dp_chips.py",
+    "ch6/checks/s6_9a/rules_for_mesh.py",
+    "exercises/6_2_pmap.ipynb",
+    "exercises/6_3b_shard_map.ipynb",
+    "exercises/6_3c_migration.ipynb",
+    "exercises/6_4_patterns.ipynb",
+    "exercises/6_5_summary.ipynb",
+    "exercises/6_7_cost_memory.ipynb",
+    "exercises/6_8b_sequence_expert.ipynb",
+    "notebooks/6_10_inference.ipynb",
+    "notebooks/6_2_pmap.ipynb",
+    "notebooks/6_3b_shard_map.ipynb",
+    "notebooks/6_3c_migration.ipynb",
+    "notebooks/6_4_patterns.ipynb",
+    "notebooks/6_5_summary.ipynb",
+    "notebooks/6_7_cost_memory.ipynb",
+    "notebooks/6_8a_pipeline.ipynb",
+    "notebooks/6_8b_sequence_expert.ipynb",
+    "notebooks/6_9a_train.ipynb",
+    "solutions/6_2_pmap.ipynb",
+    "solutions/6_3b_shard_map.ipynb",
+    "solutions/6_3c_migration.ipynb",
+    "solutions/6_4_patterns.ipynb",
+    "solutions/6_5_summary.ipynb",
+    "solutions/6_7_cost_memory.ipynb",
+    "solutions/6_8b_sequence_expert.ipynb",
+}
+
+
 @pytest.mark.parametrize("path", LEARNER_FILES, ids=IDS)
 def test_every_learner_string_uses_the_glossary(path):
-    found = [str(h) for h in glossary.scan_file(path)]
+    hits = glossary.scan_file(path)
+    pending = path.relative_to(ROOT).as_posix() in SCAN_PENDING
+    found = [str(h) for h in hits if not (pending and h.issue == "39")]
     assert not found, "\n".join(found[:20]) + (f"\n… {len(found)} in all" if len(found) > 20 else "")
+    if hits:
+        pytest.xfail(f"{len(hits)} hits of the issue 39 rules, left to the owners of this file")
+
+
+def test_the_scan_pending_list_names_only_files_others_own():
+    assert SCAN_PENDING <= set(IDS)
+    assert all(n.startswith(("notebooks/", "solutions/", "exercises/", "ch6/checks/")) for n in SCAN_PENDING)
+
+
+def test_readme_is_scanned_up_to_its_english_section(tmp_path):
+    p = tmp_path / "README.md"
+    p.write_text("# 講座\n\n返り値を見ます。\n\n## English\n\nring attention, process 0\n", encoding="utf-8")
+    assert [h.word for h in glossary.scan_file(p)] == ["返り値"]
 
 
 # ---- 種類ごとに、直す前の文が見つかり、同じ語の正しい使い方は見つからないこと（issue 22, issue 29）
@@ -240,6 +292,28 @@ CAUGHT = [
     "結果を行（0 軸）で分けました",
     "いちばん長い軸を 'data' で分け、ほかは複製して",
     "6.8b 節のオンラインソフトマックスと同じ測り直しで",
+    # issue 39: 置く（シャーディング）、送り先、台、ノートブック（本編）、注意する、ブック、章、括弧の入れ子
+    "配列は `jax.device_put` でそのチップに置きます",
+    "配列とメッシュを CPU の模擬デバイス 8 個に置き、",
+    "グローバル配列を `P(\"data\")` で置く",
+    "渡された `mesh` の `NamedSharding` で置く。",
+    "配列を mesh の上で spec のとおりに分割して置く",
+    "置く前の型: float32[128,3]  / 置いた後の型: float32[128@data,3]",
+    "エラーにならずに置けるのはどれですか。",
+    "番号を同じ送り先に送る",
+    "n = 1 は通信がないので、いつも計算律速で 1 台です。",
+    "axes と form を省いて呼ぶと {default} 台で",
+    "ノートブックの 5 節の `pmap_step` は",
+    "**前提**：6.1〜6.4 のノートブック（6.3c を含む）。",
+    "ノートブックの squared_errors と同じ更新なので",
+    "位置 $0..t$ のキーと値（K/V）に注意します。",
+    "K/V をキャッシュの次の位置に書いて、キャッシュ全体に注意する",
+    "注意のスコアの内積ごとに tensor の軸での和が要ります",
+    "ブックの形とステップ全体の形を取り違えています。",
+    "1 系列: 6.7 GB（ブック: 6.7 GB）",
+    "すべてのセルが動きますが、3 章の送るバイトはすべて 0 です",
+    "クエリは位置 $t$ 以下のキーだけを見ます（**因果マスク**（causal mask））。",
+    "（デバイスごとに積み重なる。[0] が基準と一致（誤差 1e-6 以内））",
 ]
 ALLOWED = [
     "ヒストグラムのビンの分け方は bins で決めます",                   # issue 19
@@ -308,6 +382,34 @@ ALLOWED = [
     "shape (8, 3) → 元の形",
     "バッチを k 個の **マイクロバッチ**（microbatch）に分け、順に勾配を求めて足します",
     "層を前から順にステージに分け、境目の活性値だけを隣へ送ります",
+    # issue 39: 同じ語の正しい使い方
+    "配列は `jax.device_put` でそのチップに配置します",
+    "チップのルーフラインに置くと、どちらも斜めの部分にあります",            # 図の上の位置
+    "バッチを出力の 1 軸目に置くので",
+    "jit の中に shard_map を置く",
+    "`pcast` を scan の前に置くと",
+    "中間結果をメモリに置くバックエンド",
+    "そのまま静的なホスティングに置けます",
+    "送信先のデバイスの番号",
+    "1 台のマシンで 1 つのプロセスを動かすとき",
+    "何台ものホストにまたがる TPU Pod",
+    "{len(cluster['hosts'])} 台 × {n} プロセス",
+    "台本どおりの損失を返す小さなステップ",
+    "n = 1 は通信がないので、いつも計算律速でチップ 1 個です。",
+    "このノートブックの 3 節で",
+    "本編の 5 節の `pmap_step` は",
+    "演習のノートブックの節",
+    "**前提**：6.1〜6.4 の本編（6.3c を含む）。",
+    "軸を増やしても下がらないことに注意してください",
+    "キャッシュ全体の K/V でアテンションを計算する",
+    "スケーリングブックの形とステップ全体の形",
+    "全画像で共通の「コードブック」の点との距離",
+    "スケーリングブック第 5 章、本の第 7 章",
+    "すべてのセルが動きますが、3 節の送るバイトはすべて 0 です",
+    "クエリは位置 $t$ 以下のキーだけを見ます（**因果マスク**、causal mask）。",
+    "備考に理由（例「ファイルが壊れていて読めません（JSON の 53 行目）。」）が出ます",
+    "（リングの式 = {round(ring['FSDP（集め直す）'])}）",
+    "等しいときは計算律速とみなす約束（>=）なので",                   # 束（トレーサ）の規則
 ]
 
 
@@ -333,3 +435,131 @@ def test_every_rule_is_tested_on_an_old_sentence_and_its_allow_list_on_an_allowe
         if r.allow and not any(re.search(r.pattern, s) and not r.matches(s) for s in ALLOWED):
             missing.append(f"ALLOWED: {r.shown or r.pattern}")
     assert not missing, "\n".join(missing)
+
+
+# ---- 用語集は自分の決まりを守る（issue 39: 容量係数の定義が「専門家」「送り元」「落ちる」を使っていた）
+
+def _own_words(text):
+    """用語集の文から、使わない言い方を挙げているだけの部分（「…」の中と「…とは書かない」の文）を除く。"""
+    text = re.sub(r"「[^」]*」", "「」", text)
+    return "".join(s for s in re.findall(r"[^。]*。?", text) if "とは書かない" not in s and "とは書かず" not in s)
+
+
+_RENAMING = "the sequence-parallelism entry is being renamed by the 6.7/6.8 helper (issue 39)"
+
+
+@pytest.mark.parametrize("term", [
+    pytest.param(t, marks=pytest.mark.xfail(reason=_RENAMING, strict=False))
+    if t.ja in ("系列並列", "コンテキスト並列") else t
+    for t in glossary.terms()], ids=[t.ja for t in glossary.terms()])
+def test_each_definition_uses_the_glossary(term):
+    assert not glossary.scan_text(_own_words(term.definition)), glossary.scan_text(_own_words(term.definition))
+
+
+def test_the_writing_rules_use_the_glossary():
+    for r in glossary.rules():
+        assert not glossary.scan_text(_own_words(r["text"])), (r["title"], glossary.scan_text(_own_words(r["text"])))
+
+
+def test_own_words_drops_only_the_mentions():
+    assert _own_words("関数が返す値。返り値とは書かない。") == "関数が返す値。"
+    assert _own_words("「手書き」は手で書いたコードだけに使う。") == "「」は手で書いたコードだけに使う。"
+    assert glossary.scan_text(_own_words("専門家 1 つが受け取るトークンの上限。"))
+
+
+# ---- 文の長さ（issue 39）: 学習者が読む文は表示される形で 120 文字まで。100 文字を超える文は --long で一覧
+
+def test_a_sentence_is_measured_as_rendered():
+    src = "[公式ドキュメント](https://docs.jax.dev/en/latest/201/sharding.html) の `jax.device_put` と $2(n-1)/n$ を **見ます**。"
+    [(_, raw)] = glossary.split_sentences(src)
+    assert glossary.rendered(raw) == "公式ドキュメント の jax.device_put と 2(n-1)/n を 見ます。"
+    assert glossary.rendered("![図](fig.png)画像の<br>後<!-- メモ -->") == "画像の後"
+    assert glossary.rendered("日本語の行が\n折り返しても続きます。English\nwraps") == "日本語の行が折り返しても続きます。English wraps"
+
+
+def test_sentences_end_at_the_period_outside_quotes_and_parentheses():
+    src = "JAX は「軸が足りません。」と言います（理由は 2 つ。後で見ます）。次の文です。`a。b` も 1 つです。"
+    assert [s for _, s in glossary.split_sentences(src)] == [
+        "JAX は「軸が足りません。」と言います（理由は 2 つ。後で見ます）。", "次の文です。", "`a。b` も 1 つです。"]
+
+
+def test_markdown_units_split_items_headings_and_cells_and_skip_code_and_math():
+    md = ("# 見出しです\n\n段落の 1 行目、\n2 行目です。\n- 項目 A です\n- 項目 B です\n\n"
+          "| 列 | 説明 |\n|---|---|\n| `a|b` | セルです |\n\n```bash\necho 日本語のコード。\n```\n\n"
+          "$$\n\\text{式の中の日本語}\n$$\n<!-- 日本語のコメント -->\n> **引用**：引用です。\n")
+    units = glossary.markdown_units(md)
+    assert units == [(1, "見出しです"), (3, "段落の 1 行目、\n2 行目です。"), (5, "項目 A です"), (6, "項目 B です"),
+                     (8, "列"), (8, "説明"), (10, "`a|b`"), (10, "セルです"), (20, "**引用**：引用です。")], units
+
+
+def test_sentences_in_a_notebook_twin_are_its_markdown_only(tmp_path):
+    md = tmp_path / "n.md"
+    long = "あ" * 130 + "。"
+    md.write_text("---\njupytext:\n  formats: ipynb,md:myst\n---\n\n# 見出し\n\n短い文です。" + long + "\n\n"
+                  "```{code-cell} ipython3\nprint(\"" + long + "\")  # " + long + "\n```\n", encoding="utf-8")
+    (tmp_path / "n.ipynb").write_text("{}", encoding="utf-8")
+    found = glossary.sentences_in(tmp_path / "n.ipynb")
+    assert [(s.where.split("/")[-1], len(s.text)) for s in found] == [("n.md:6", 3), ("n.md:8", 6), ("n.md:8", 131)]
+
+
+def test_check_messages_are_measured_per_sentence_with_fields_as_four_characters(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text('def f(x):\n    raise Fail(f"形が {x.shape} でした。" "直します。")\n', encoding="utf-8")
+    assert [s.text for s in glossary.sentences_in(p)] == ["形が 〇〇〇〇 でした。", "直します。"]
+
+
+def test_the_cli_lists_long_sentences_and_fails_over_the_limit(tmp_path, capsys):
+    p = tmp_path / "doc.md"
+    p.write_text("短い文です。\n\n" + "い" * 110 + "。\n\n" + "う" * 125 + "。\n", encoding="utf-8")
+    assert glossary.main(["--long", str(p)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [ln[:2] for ln in out] == ["  ", "!!"] and "doc.md:3: 111 字" in out[0] and "doc.md:5: 126 字" in out[1]
+    p.write_text("い" * 110 + "。\n", encoding="utf-8")
+    assert glossary.main(["--long", str(p)]) == 0
+
+
+LENGTH_FILES = glossary.length_files(ROOT)
+# 本編と解答例は issue 39 の担当者が文を分けている途中: 120 文字を超える文が残るファイル（直したら消す）
+LONG_PENDING = {
+    "notebooks/6_10_inference.ipynb",
+    "notebooks/6_1_vmap.ipynb",
+    "notebooks/6_2_pmap.ipynb",
+    "notebooks/6_3a_sharding.ipynb",
+    "notebooks/6_3b_shard_map.ipynb",
+    "notebooks/6_4_patterns.ipynb",
+    "notebooks/6_5_summary.ipynb",
+    "notebooks/6_6_multihost.ipynb",
+    "notebooks/6_7_cost_memory.ipynb",
+    "notebooks/6_8a_pipeline.ipynb",
+    "notebooks/6_8b_sequence_expert.ipynb",
+    "notebooks/6_9a_train.ipynb",
+    "notebooks/6_9c_lost_process.ipynb",
+    "solutions/6_10_inference.ipynb",
+    "solutions/6_1_vmap.ipynb",
+    "solutions/6_2_pmap.ipynb",
+    "solutions/6_3a_sharding.ipynb",
+    "solutions/6_3b_shard_map.ipynb",
+    "solutions/6_3c_migration.ipynb",
+    "solutions/6_4_patterns.ipynb",
+    "solutions/6_5_summary.ipynb",
+    "solutions/6_6_multihost.ipynb",
+    "solutions/6_7_cost_memory.ipynb",
+    "solutions/6_8a_pipeline.ipynb",
+    "solutions/6_8b_sequence_expert.ipynb",
+    "solutions/6_9a_train.ipynb",
+    "solutions/6_9b_checkpoint_resume.ipynb",
+}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(reason="notebooks being split by issue 39 helpers", strict=False))
+    if p.relative_to(ROOT).as_posix() in LONG_PENDING else p
+    for p in LENGTH_FILES], ids=[p.relative_to(ROOT).as_posix() for p in LENGTH_FILES])
+def test_no_learner_sentence_is_over_120_characters(path):
+    over = [str(s) for s in glossary.sentences_in(path) if len(s.text) > glossary.TOO_LONG]
+    assert not over, "\n".join(over)
+
+
+def test_the_pending_list_names_only_lessons_and_solutions():
+    names = {p.relative_to(ROOT).as_posix() for p in LENGTH_FILES}
+    assert LONG_PENDING <= names and all(n.startswith(("notebooks/", "solutions/")) for n in LONG_PENDING)
