@@ -1,6 +1,7 @@
 """成績簿に取り込む形の書き出し（``ch6-grade … --gradebook 成績.csv``）: 採点の結果（:class:`Row`）から 3 つの CSV。
 
-- ``成績.csv``           学習者 1 人 1 行: 識別子の列 ``learner``、演習ノートブックごとの点（正解の数）、``total``。
+- ``成績.csv``           学習者 1 人 1 行: 識別子の列 ``learner``、演習ノートブックごとの点（正解の数。見出しに満点
+  ``6_1_vmap (max 6)``。提出のないノートブックは空欄）、``total``（提出した分の和）。
   点の列は数値だけなので、Moodle の「CSV ファイルから評定をインポート」で ``learner`` を学習者の識別子に、
   ノートブックの列をそれぞれの評定項目に対応づけられます（Canvas は自分が書き出した成績簿の列を要るので、そこへ写します）。
 - ``成績_messages.csv``  1 行 1 メッセージ: learner, notebook, exercise, status, message, file。
@@ -17,6 +18,7 @@ Shift_JIS として読み、学習者名やメッセージが文字化けしま�
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections import Counter
 from pathlib import Path
@@ -57,19 +59,45 @@ def learners_of(rows: list[Row]) -> list[str]:
     return sorted({r.learner for r in rows})
 
 
+def maxima(rows: list[Row]) -> dict[str, int]:
+    """ノートブックごとの満点（演習の数）。"""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r.notebook is not None:
+            out[r.notebook] = max(out.get(r.notebook, 0), r.max_score)
+    return out
+
+
 def table(rows: list[Row]) -> tuple[list[str], list[list]]:
-    """成績簿: 見出しと、学習者 1 人 1 行（点は int、提出のないノートブックは 0）。"""
+    """成績簿: 見出し（ノートブックの名前と満点: ``6_1_vmap (max 6)``）と、学習者 1 人 1 行（点は int）。
+    提出のないノートブックは空欄（0 点と区別する。Moodle は空欄の評定を取り込まない）。合計は提出した分の和。"""
     books = notebooks_of(rows)
+    top = maxima(rows)
     score = {(r.learner, r.notebook): r.score for r in rows if r.notebook is not None}
     body = []
     for learner in learners_of(rows):
-        points = [score.get((learner, b), 0) for b in books]
-        body.append([learner, *points, sum(points)])
-    return ["learner", *books, "total"], body
+        points = [score.get((learner, b), "") for b in books]
+        body.append([learner, *points, sum(p for p in points if p != "")])
+    head = ["learner", *(f"{b} (max {top[b]})" for b in books), f"total (max {sum(top.values())})"]
+    return head, body
+
+
+def relative_files(rows: list[Row]) -> dict[str, str]:
+    """ファイルの列に書くパス: 提出物すべてに共通のフォルダからの相対パス（先生のマシンのパスを CSV に残さない）。"""
+    files = [r.file for r in rows if r.file]
+    if not files:
+        return {}
+    import os
+
+    root = os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files])
+    return {f: Path(os.path.relpath(os.path.abspath(f), root)).as_posix() for f in files}
 
 
 def messages(rows: list[Row]) -> list[list[str]]:
-    """learner, notebook, exercise, status, message, file の行（学習者、ノートブック、演習の順）。"""
+    """learner, notebook, exercise, status, message, file の行（学習者、ノートブック、演習の順）。
+    file は提出物に共通のフォルダからの相対パス。"""
+    rel = relative_files(rows)
+    rows = [dataclasses.replace(r, file=rel.get(r.file, r.file)) for r in rows]
     out = []
     for r in rows:
         reason = _unreadable(r)

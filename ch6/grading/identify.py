@@ -73,19 +73,37 @@ def nbgrader_student(path: Path) -> str | None:
     return None
 
 
+# Moodle の「すべての提出をダウンロード」: フォルダ "氏名_参加者番号_assignsubmission_file_" の中の元のファイル名、
+# またはフォルダなしで "氏名_参加者番号_assignsubmission_file_元のファイル名"（onlinetext なども同じ形）
+_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_[a-z]+_(?P<rest>.*)$")
+
+
+def moodle_learner(path: Path) -> str | None:
+    """Moodle のダウンロードの形なら氏名（空白は _）。ファイル名、なければすぐ上のフォルダ名から。"""
+    for text in (path.name, path.parent.name):
+        m = _MOODLE.match(text)
+        if m:
+            return re.sub(r"\s+", "_", m.group("name").strip())
+    return None
+
+
+def _tidy(stem: str) -> str:
+    # Colab・Drive のコピー: "Copy of 6_1_vmap"、"6_1_vmap のコピー"、"6_1_vmap (1)"。JupyterLab の複製: "6_1_vmap-Copy1"
+    stem = re.sub(r"[-_ ]copy\d+\b|\(\d+\)|\bcopy\s+of\b|\bcopy\b|の\s*コピー", " ", stem, flags=re.I)
+    return re.sub(r"[\s_\-.()]+", " ", stem).strip().replace(" ", "_")
+
+
 def learner_name(path: Path, notebook: str | None) -> str:
-    """学習者名: nbgrader の形なら学生のフォルダ名（いつも）。そうでなければファイル名から、
-    演習ノートブック名と区切りを除いたもの。残らなければフォルダ名。"""
-    student = nbgrader_student(path)
+    """学習者名: nbgrader の形なら学生のフォルダ名（いつも）、Moodle のダウンロードの形なら氏名。
+    そうでなければファイル名から、演習ノートブック名・コピーの印・区切りを除いたもの。残らなければフォルダ名
+    （フォルダ名からもコピーの印を除く）。"""
+    student = nbgrader_student(path) or moodle_learner(path)
     if student:
         return student
     stem = path.stem
     if notebook:
         stem = stem.replace(notebook, " ")
-    # Colab・Drive のコピー: "Copy of 6_1_vmap"、"6_1_vmap のコピー"、"6_1_vmap (1)"
-    stem = re.sub(r"\(\d+\)|\bcopy\s+of\b|\bcopy\b|の\s*コピー", " ", stem, flags=re.I)
-    name = re.sub(r"[\s_\-.()]+", " ", stem).strip().replace(" ", "_")
-    return name or path.parent.name or path.stem
+    return _tidy(stem) or _tidy(path.parent.name) or path.parent.name or path.stem
 
 
 def disambiguate(rows: list[Row]) -> None:

@@ -117,11 +117,15 @@ def write_csv(rows: list[Row], path: Path) -> None:
     w.writerow(["学習者 / learner", "ファイル / file", "ノートブック / notebook", "得点 / score",
                 "満点 / max_score"]
                + [c for i in ids for c in (i, f"{i} メッセージ / message")] + ["備考 / notes"])
+    from .gradebook import relative_files  # 先生のマシンのパスを書かない（成績簿と同じ相対パス）
+
+    rel = relative_files(rows)
     for r in rows:
         cells = []
         for i in ids:
             x = r.exercises.get(i)
             cells += [f"{x.mark} {x.status.value}", x.message] if x else ["", ""]
-        w.writerow([r.learner, r.file, r.notebook or "", r.score, r.max_score] + cells + [" ".join(r.notes)])
+        w.writerow([r.learner, rel.get(r.file, r.file), r.notebook or "", r.score, r.max_score] + cells
+                   + [" ".join(r.notes)])
     # Excel でも文字化けしないよう BOM 付き UTF-8
     path.write_text(buf.getvalue(), encoding="utf-8-sig")

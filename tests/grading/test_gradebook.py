@@ -59,14 +59,14 @@ def test_one_row_per_learner_with_numeric_points_and_a_total(written):
     book, msgs, summ = written
     assert [p.name for p in written] == ["成績簿.csv", "成績簿_messages.csv", "成績簿_summary.csv"]
     rows = _csv(book)
-    assert rows[0] == ["learner", "6_1_vmap", "6_2_pmap", "total"]
-    assert rows[1:] == [["'=mori", "0", "0", "0"],  # 式として実行されないように ' を前に
+    assert rows[0] == ["learner", "6_1_vmap (max 3)", "6_2_pmap (max 2)", "total (max 5)"]  # 見出しに満点
+    assert rows[1:] == [["'=mori", "", "", "0"],  # 式として実行されないように ' を前に
                         ["aoki", "3", "2", "5"],
-                        ["endo", "1", "0", "1"],  # 6_2_pmap の提出なし: 0 点（理由はメッセージのファイルに）
+                        ["endo", "1", "", "1"],  # 6_2_pmap の提出なし: 空欄（0 点ではない。理由はメッセージのファイルに）
                         ["ito", "1", "0", "1"],
                         ["kato", "0", "0", "0"],
                         ["ueda", "0", "1", "1"]]  # 読めないファイル: 0 点で行はある
-    assert all(c.isdigit() for r in rows[1:] for c in r[1:])  # 点の列は数値だけ
+    assert all(c.isdigit() or c == "" for r in rows[1:] for c in r[1:])  # 点の列は数値か空欄だけ
 
 
 def test_messages_name_every_learner_and_the_reason(written):
@@ -75,7 +75,7 @@ def test_messages_name_every_learner_and_the_reason(written):
     by = {(r[0], r[1], r[2], r[3]): r for r in rows[1:]}
     # 読めないファイル: 理由が 1 行（演習ごとには繰り返さない、備考の同じ文も 1 回）
     ueda = [r for r in rows if r[:2] == ["ueda", "6_1_vmap"]]
-    assert ueda == [["ueda", "6_1_vmap", "", "not_graded", BROKEN, "subs/ueda_6_1_vmap.ipynb"]]
+    assert ueda == [["ueda", "6_1_vmap", "", "not_graded", BROKEN, "ueda_6_1_vmap.ipynb"]]  # 提出物のフォルダから
     assert by["endo", "6_2_pmap", "", "not_submitted"][4] == gradebook.NOT_SUBMITTED_MESSAGE
     assert by["'=mori", "", "", "not_graded"][4].startswith("ノートブックではありません")
     assert by["ito", "6_2_pmap", "", "note"][4].startswith("チェックの呼び出しが書き換えられた")
@@ -100,7 +100,18 @@ def test_summary_counts_and_most_frequent_wrong_messages(written):
 
 def test_notebook_columns_in_section_order():
     rows = [Row("a", "a.ipynb", "6_10_inference"), Row("a", "b.ipynb", "6_2_pmap"), Row("a", "c.ipynb", "6_1_vmap")]
-    assert gradebook.table(rows)[0] == ["learner", "6_1_vmap", "6_2_pmap", "6_10_inference", "total"]
+    assert gradebook.table(rows)[0] == ["learner", "6_1_vmap (max 0)", "6_2_pmap (max 0)", "6_10_inference (max 0)",
+                                        "total (max 0)"]
+
+
+def test_file_paths_are_relative_to_the_submissions_folder(tmp_path):
+    """先生のマシンの絶対パス（ユーザー名やフォルダの名前）を CSV に書かない。"""
+    rows = [Row("a", str(tmp_path / "class" / "a" / "6_1_vmap.ipynb"), "6_1_vmap", notes=["x"]),
+            Row("b", str(tmp_path / "class" / "b" / "6_1_vmap.ipynb"), "6_1_vmap", notes=["y"])]
+    files = {m[5] for m in gradebook.messages(rows)}
+    assert files == {"a/6_1_vmap.ipynb", "b/6_1_vmap.ipynb"}, files
+    gradebook.write(rows, tmp_path / "g.csv")
+    assert str(tmp_path) not in (tmp_path / "g_messages.csv").read_text(encoding="utf-8-sig")
 
 
 def test_every_status_word_is_documented_once():
@@ -130,8 +141,9 @@ def test_command_writes_the_gradebook_from_real_submissions(tmp_path):
     out = tmp_path / "成績簿.csv"
     assert cli.main([str(subs), "--gradebook", str(out), "--jobs", "2", "--devices", "2", "--quiet"]) == 0
     n = len(cli.load_assignments(None)["6_1_vmap"].ids)
-    assert _csv(out) == [["learner", "6_1_vmap", "6_2_pmap", "total"],
-                         ["aoki", str(n), "0", str(n)], ["ito", "0", "0", "0"], ["ueda", "0", "0", "0"]]
+    m = len(cli.load_assignments(None)["6_2_pmap"].ids)
+    assert _csv(out) == [["learner", f"6_1_vmap (max {n})", f"6_2_pmap (max {m})", f"total (max {n + m})"],
+                         ["aoki", str(n), "", str(n)], ["ito", "0", "0", "0"], ["ueda", "0", "", "0"]]
     msgs = [r[:4] for r in _csv(out.with_name("成績簿_messages.csv"))]
     assert ["ueda", "6_1_vmap", "", "not_graded"] in msgs and ["ito", "6_2_pmap", "", "not_graded"] in msgs
     assert ["aoki", "6_2_pmap", "", "not_submitted"] in msgs and ["ueda", "6_2_pmap", "", "not_submitted"] in msgs

@@ -115,3 +115,15 @@ def test_autograded_notebooks_are_read_as_submissions(tmp_path, fake_run):
     nbformat.write(nb, files["student1"])
     rows = asyncio.run(batch.grade_all([files["student1"]], ASSIGNMENTS, Config(jobs=1)))
     assert (rows[0].learner, rows[0].notebook, rows[0].notes) == ("student1", "6_1_vmap", [])
+
+
+@pytest.mark.parametrize("path, learner", [
+    ("tanaka/6_1_vmap-Copy1.ipynb", "tanaka"),                # JupyterLab の複製（フォルダが学習者）
+    ("subs/tanaka_6_1_vmap-Copy2.ipynb", "tanaka"),
+    ("subs/suzuki_6_1_vmap (1).ipynb", "suzuki"),             # ブラウザが 2 度目のダウンロードに付ける印
+    ("dl/Taro Tanaka_123456_assignsubmission_file_/6_1_vmap.ipynb", "Taro_Tanaka"),  # Moodle（フォルダあり）
+    ("dl/Taro Tanaka_123456_assignsubmission_file_6_1_vmap.ipynb", "Taro_Tanaka"),   # Moodle（フォルダなし）
+    ("dl/田中 花子_77_assignsubmission_file_/6_1_vmap-Copy1.ipynb", "田中_花子"),
+])
+def test_learner_ids_from_jupyter_copies_and_moodle_downloads(path, learner):
+    assert learner_name(Path(path), "6_1_vmap") == learner
