@@ -260,7 +260,9 @@ def steps(kind: str, name: str, force: bool = False) -> list[Step]:
     if kind == "notebook":
         return out
     out.append(("ruff", [PY, "-m", "ruff", "check", "--quiet", "."]))
-    out.append(("glossary scan", [PY, "-m", "ch6.glossary", "--scan", *map(str, paired)]))
+    checks = ROOT / "ch6" / "checks" / section_of(name)  # その節のチェックのメッセージも学習者が読む
+    out.append(("glossary scan", [PY, "-m", "ch6.glossary", "--scan", *map(str, paired),
+                                  *([str(checks)] if checks.is_dir() else [])]))
     if solution in paired:
         out.append(("mutation", [PY, "tools/mutate.py", str(solution), "--min-score", "0.95"]))
         tests = ROOT / "tests" / "checks" / section_of(name)
