@@ -461,9 +461,20 @@ def split_sentences(src: str) -> list[tuple[int, str]]:
     return [(pos + len(s) - len(s.lstrip()), s.strip()) for pos, s in out if s.strip()]
 
 
+_SOURCE = re.compile(r"https?://|arXiv[:.]?\s*\d{4}\.\d{4,5}|doi:", re.I)
+
+
+def is_reference(src: str) -> bool:
+    """文献の一覧の 1 項目（URL か arXiv の番号を含み、「。」を持たない）。文ではないので測らない。
+    本文の中で文献を挙げた文（「…です（著者, "題", URL）。」）は測る。"""
+    return bool(_SOURCE.search(src)) and "。" not in src
+
+
 def _sentences(units, where) -> list[Sentence]:
     found = []
     for line, src in units:
+        if is_reference(src):
+            continue
         for pos, raw in split_sentences(src):
             text = rendered(raw)
             if _JA.search(text):
