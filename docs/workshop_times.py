@@ -1,6 +1,11 @@
 """ワークショップの手引き（docs/workshop.md）の「時間の目安」の表を、リポジトリのノートブックから数えて作る。
 
-    .venv/bin/python docs/workshop_times.py        # Markdown の表を表示する（何も実行しない。1 秒ほど）
+    .venv/bin/python docs/workshop_times.py          # Markdown の表を表示する（何も実行しない。1 秒ほど）
+    .venv/bin/python docs/workshop_times.py --write  # docs/workshop.md の 2 つの表（印の間）を書き直す
+    .venv/bin/python docs/workshop_times.py --check  # 手引きの表がノートブックと合っているか（合わなければ終了コード 1）
+
+手引きの表は <!-- workshop_times: NAME --> と <!-- /workshop_times --> の間にあり、手で書き換えません
+（tests/test_workshop_guide.py が、表がこのスクリプトの出力と同じことを確かめます）。
 
 数え方（手引きの「時間の測り方」と同じ）:
 
@@ -42,22 +47,39 @@ def lesson(path: Path) -> dict:
             "read_min": chars / READING_CHARS_PER_MIN + code * CODE_CELL_MIN}
 
 
-def exercises(path: Path) -> dict:
+_CHECK = re.compile(r"""ch6\.check\(\s*["']([^"']+)["']""")
+
+
+def per_exercise(path: Path) -> list[tuple[str, int]]:
+    """解答の各演習の (番号, 解答の行数)。解答のブロックの行は、その後の最初の ch6.check の演習に数える。"""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    lines, n, inside = 0, 0, False
+    out, pending, inside = [], 0, False
     for c in nb["cells"]:
         if c["cell_type"] != "code":
             continue
         for ln in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines():
             s = ln.strip()
             if s.startswith("### BEGIN SOLUTION"):
-                inside, n = True, n + 1
+                inside = True
             elif s.startswith("### END SOLUTION"):
                 inside = False
             elif inside and s and not s.startswith("#"):
-                lines += 1
-    return {"exercises": n, "solution_lines": lines,
-            "exercise_min": n * EXERCISE_BASE_MIN + lines * EXERCISE_LINE_MIN}
+                pending += 1
+            for m in _CHECK.finditer(ln):
+                out.append((m.group(1), pending))
+                pending = 0
+    return out
+
+
+def exercise_min(lines: int) -> int:
+    return EXERCISE_BASE_MIN + lines * EXERCISE_LINE_MIN
+
+
+def exercises(path: Path) -> dict:
+    found = per_exercise(path)
+    lines = sum(n for _, n in found)
+    return {"exercises": len(found), "solution_lines": lines,
+            "exercise_min": sum(exercise_min(n) for _, n in found)}
 
 
 def table() -> list[dict]:
@@ -79,5 +101,51 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def exercise_markdown() -> str:
+    """演習 1 問ごとの見積もり（分）: 節ごとに 1 行。どれも同じなら「a〜b 各 m」。"""
+    out = ["| 節 | 演習（見積もり、分） |", "|---|---|"]
+    for path in sorted((ROOT / "solutions").glob("*.ipynb"), key=lambda p: _natural(p.stem)):
+        found = [(i, exercise_min(n)) for i, n in per_exercise(path)]
+        if not found:
+            continue
+        section = found[0][0].split("-")[0]
+        minutes = {m for _, m in found}
+        if len(found) > 2 and len(minutes) == 1:
+            cell = f"{found[0][0]}〜{found[-1][0]} 各 {minutes.pop()}"
+        else:
+            cell = "、".join(f"{i} {m}" for i, m in found)
+        out.append(f"| {section} | {cell} |")
+    return "\n".join(out)
+
+
+TABLES = {"lessons": lambda: markdown(table()), "exercises": exercise_markdown}
+GUIDE = ROOT / "docs" / "workshop.md"
+_BLOCK = re.compile(r"(<!-- workshop_times: (\w+) -->\n)(.*?)(\n<!-- /workshop_times -->)", re.S)
+
+
+def rewrite(text: str) -> str:
+    """手引きの本文の、印の間の表を今の表に置き換えたもの。"""
+    return _BLOCK.sub(lambda m: m.group(1) + TABLES[m.group(2)]() + m.group(4), text)
+
+
+def main(argv: list[str]) -> int:
+    if "--write" in argv or "--check" in argv:
+        text = GUIDE.read_text(encoding="utf-8")
+        names = [m.group(2) for m in _BLOCK.finditer(text)]
+        if sorted(names) != sorted(TABLES):
+            print(f"{GUIDE.name}: expected the tables {sorted(TABLES)} between markers, found {names}")
+            return 1
+        new = rewrite(text)
+        if "--check" in argv:
+            if new != text:
+                print(f"{GUIDE.name}: the time tables are stale; run: .venv/bin/python docs/workshop_times.py --write")
+                return 1
+            return 0
+        GUIDE.write_text(new, encoding="utf-8")
+        return 0
+    sys.stdout.write(markdown(table()) + "\n\n" + exercise_markdown() + "\n")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown(table()) + "\n")
+    sys.exit(main(sys.argv[1:]))
