@@ -26,6 +26,8 @@ def whole_number(x, what: str) -> int:
 
 
 def kv_bytes_per_seq(model: dict, seq_len: int, bytes_per_value: float, *, kv_factor: int = 2,
-                     heads_key: str = "n_kv_heads") -> float:
-    """1 系列の KV キャッシュのバイト（kv_factor=1 は K だけ、heads_key="n_heads" はクエリのヘッドで数えた誤り）。"""
-    return model["n_layers"] * kv_factor * model[heads_key] * model["head_dim"] * seq_len * bytes_per_value
+                     heads_key: str = "n_kv_heads", layers: bool = True) -> float:
+    """1 系列の KV キャッシュのバイト（kv_factor=1 は K だけ、heads_key="n_heads" はクエリのヘッドで数えた誤り、
+    layers=False は層の数を掛け忘れた誤り）。"""
+    n_layers = model["n_layers"] if layers else 1
+    return n_layers * kv_factor * model[heads_key] * model["head_dim"] * seq_len * bytes_per_value

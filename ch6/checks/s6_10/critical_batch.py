@@ -12,6 +12,14 @@ from .common import exercise_rng, whole_number
 # 割り算はどちらも正確な値 4e-5 を丸めるので、浮動小数でも差は 0.0）。バッチを増やしても追いつかないので None
 TIE = (2e10, 2, 78_125.0, 1024, 1e15, 2e12)
 
+# 等号の組: 値がどれも 2 の累乗なので、B = 2048 で計算の時間とメモリの時間がどちらも正確に 0.25 秒（浮動小数でも
+# 差は 0.0）。>= なら 2048、> で比べる（int(x) + 1 で切り上げる）と 2049
+EXACT = (float(2**36), 2, float(2**14), 2**12, float(2**50), float(2**40))
+
+# 答えの大きい組: 1 行の計算が KV の読み込みよりわずかに長いだけなので、B は約 300 万
+# （小さい B から上限つきで試す探索は届かない。式の B は 3004807.69… で、整数の境目から遠い）
+LARGE = (3e10, 2, 14_646.0, 8192, 1e15, 2e12)
+
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
     """compute_per_row·B >= mem_fixed + mem_per_row·B の最小の整数 B >= 1（なければ None）。"""
@@ -45,7 +53,7 @@ def _cases():
             continue                                            # 計算律速になる組 4 つと、ならない組 1 つ
         out.append((n, w, kv, ctx, flops, bw, b))
     out.sort(key=lambda c: c[-1] is None)
-    return [c[:-1] for c in out]
+    return [c[:-1] for c in out] + [EXACT, LARGE]
 
 
 @exercise("6.10-2", "decode_critical_batch")
@@ -58,8 +66,8 @@ def check_decode_critical_batch(fn):
     want = [_answer(*c) for c in cases]
     if got == want:
         _check_tie(fn)
-        return (f"隠しのモデルとチップ {len(cases) + 1} 通り（計算律速にならない組と、差がちょうど 0 の組を含む）で、"
-                "計算律速になる最小のバッチが一致しました。")
+        return (f"隠しのモデルとチップ {len(cases) + 1} 通り（計算律速にならない組、差がちょうど 0 の組、等号で決まる組、"
+                "答えが約 300 万の組を含む）で、計算律速になる最小のバッチが一致しました。")
     mistakes = [
         (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
                              "FLOP は 2·B·N、読む KV は B·context·kv です（B·context トークン分の計算はしません）。"),
@@ -67,6 +75,8 @@ def check_decode_critical_batch(fn):
                               "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
         (dict(with_kv=False, weight=2), "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"
                                         "KV キャッシュの読み込みを入れて、2·B·N / flops と比べます。"),
+        (dict(weight=1), "重みのバイトを N（パラメータの数）のまま数えています。1 値が w バイトなので、"
+                         "メモリの時間の重みの項は w·N / hbm_bw です。"),
     ]
     for kw, text in mistakes:
         alt = [_answer(*c, **{k: (c[3] if v == "ctx" else v) for k, v in kw.items()}) for c in cases]
@@ -76,6 +86,12 @@ def check_decode_critical_batch(fn):
     if want[k] is None:
         raise Fail(f"計算律速にならない組（1 行の KV を読む時間が 1 行の計算より長い）で {got[k]} を返しています。"
                    "バッチを増やしても追いつかないので None を返します。")
+    if cases[k] == EXACT and got[k] == want[k] + 1:
+        raise Fail(f"B = {want[k]} で計算の時間とメモリの時間がちょうど等しい組で、{got[k]} を返しています。等しいときは"
+                   f"計算律速とみなす約束（>=）なので、答えは {want[k]} です（int(x) + 1 ではなく math.ceil(x)）。")
+    if cases[k] == LARGE and (got[k] is None or got[k] < want[k] - 1):
+        raise Fail(f"答えの大きい組（B = {want[k]:,}）で {got[k]!r} が返りました。B を小さい順に上限つきで試すと"
+                   "届かないので、式を B について解くか、上限を設けずに探します。")
     if got[k] is None:
         raise Fail(f"計算律速になる組で None を返しています。この組は B = {want[k]} で計算の時間がメモリの時間に届きます。")
     if got[k] == want[k] - 1:

@@ -37,6 +37,8 @@ _MISTAKES = [
     (dict(kv_factor=1), "K だけを数えています。キャッシュは層ごとに K と V の 2 つを持つので、1 系列のバイトに 2 を掛けます。"),
     (dict(heads_key="n_heads"), "クエリのヘッドの数で数えています。GQA ではキャッシュに入るのは KV ヘッドの分だけなので、"
                                 "model['n_kv_heads'] を使います。"),
+    (dict(layers=False), "層の数を掛けていません。キャッシュは層ごとに K と V を持つので、1 系列のバイトは"
+                         "層 × 2 × KV ヘッド × ヘッドの次元 × 長さ × 1 値のバイトです。"),
 ]
 
 
@@ -55,6 +57,12 @@ def check_max_batch(fn):
             raise Fail(text)
     if got == [int(hbm // kv_bytes_per_seq(m, s, b)) for m, s, b, _, hbm in cases[:-1]] + [got[-1]]:
         raise Fail("重みのバイトを引いていません。HBM には重みも載るので、使えるのは hbm_bytes - weight_bytes です。")
+    if got == [int(hbm // (weight + kv_bytes_per_seq(m, s, b))) for m, s, b, weight, hbm in cases]:
+        raise Fail("重みを系列ごとに足しています。重みはバッチの系列が共有して 1 回だけ載るので、"
+                   "B は (hbm_bytes − weight_bytes) // (1 系列のキャッシュのバイト) です。")
+    if got == [_answer(m, s, b, m["n_params"] * b, hbm) for m, s, b, _, hbm in cases]:
+        raise Fail("重みのバイトを n_params × bytes_per_value で数え直しています。重みとキャッシュの 1 値のバイトは違う"
+                   "ことがあるので、重みのバイトは引数の weight_bytes を使います。")
     k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
     if k == len(cases) - 2 and got[k] == want[k] - 1:
         raise Fail("ちょうど満杯になる組で 1 つ少なく返しています。重みとキャッシュの合計が hbm_bytes に等しいときは"
@@ -62,6 +70,7 @@ def check_max_batch(fn):
     if k == len(cases) - 1 and got[k] < 0:
         raise Fail(f"重みだけで HBM を超える組で {got[k]} を返しています。収まるバッチがないときは 0 を返します。")
     if got[k] == want[k] + 1:
-        raise Fail(f"収まる数より 1 つ多い {got[k]} を返しています（正しくは {want[k]}）。切り上げではなく切り捨てです。")
+        raise Fail(f"収まる数より 1 つ多い {got[k]} を返しています（正しくは {want[k]}）。端数は切り捨てます"
+                   "（// か math.floor。切り上げや四捨五入ではありません）。")
     raise Fail(f"隠しの組の 1 つで、最大のバッチは {want[k]} のはずが {got[k]} でした。"
                "1 系列のキャッシュのバイトと、残りの HBM の割り算を確かめましょう。")

@@ -34,6 +34,45 @@ def _arrays(result, w):
     return q, scale
 
 
+def _check_positive(scale, w) -> None:
+    """scale が有限の正の数か。すべて 0 の列だけの誤りなら、その列のことを言う。"""
+    zero_cols = np.abs(w).max(axis=0) == 0
+    for bad, what in ((~np.isfinite(scale), "NaN か inf"), (np.isfinite(scale) & (scale <= 0), "0 以下")):
+        if not bad.any():
+            continue
+        if np.all(zero_cols[bad]):
+            raise Fail(f"すべて 0 の列の scale が {what}です（max|w| / 127 = 0 のまま）。w / scale が 0 で割る計算に"
+                       "ならないよう、その列の scale は 1 などの正の数にします。")
+        j = int(np.flatnonzero(bad & ~zero_cols)[0])
+        raise Fail(f"列 {j} の scale が {what}（{scale[j]:.4g}）でした。scale は max|w[:, j]| / 127 の正の数です。")
+
+
+def _check_scale(q, scale, w) -> None:
+    """scale が列ごとの max|w| / 127 か（違えば、どう違うかを言う）と、q が -127..127 に収まるか。"""
+    amax_w = np.abs(w.astype(np.float64)).max(axis=0)
+    nonzero = amax_w > 0
+    amax_q = np.abs(q.astype(np.int64)).max(axis=0)
+    want = amax_w[nonzero] / 127
+    got = scale[nonzero]
+    if np.allclose(got, amax_w[nonzero] / 128, rtol=1e-5):
+        raise Fail("q が -127..127 の範囲を超えます（scale を 128 で割った値にすると -128 が出ます）。"
+                   "対称な int8 は -127..127 なので、scale = max|w| / 127 にします。")
+    if not np.allclose(got, want, rtol=1e-5):
+        bad = int(np.flatnonzero(~np.isclose(got, want, rtol=1e-5))[0])
+        j = int(np.flatnonzero(nonzero)[bad])
+        if np.allclose(got, 1 / want, rtol=1e-5):
+            raise Fail("scale が 127 / max|w[:, j]|（逆数）になっています。q = round(w / scale) で戻せるよう、"
+                       "scale = max|w[:, j]| / 127 を返します。")
+        if amax_q[j] < 127 and np.all(amax_q <= 127):
+            raise Fail(f"列 {j} の |q| の最大が {int(amax_q[j])} で、int8 の範囲を使い切っていません。"
+                       "scale = max|w[:, j]| / 127 にすると、最大の値が 127 になります。")
+        raise Fail(f"列 {j} の scale は max|w[:, {j}]| / 127 = {want[bad]:.4g} のはずが、{scale[j]:.4g} でした。"
+                   "scale は列ごとの絶対値の最大を 127 で割った値です。")
+    if np.any(q == -128) or np.any(amax_q > 127):
+        raise Fail("q が -127..127 の範囲を超えます（-128 があります）。対称な int8 は -127..127 なので、"
+                   "jnp.clip(…, -127, 127) で収めます。")
+
+
 @exercise("6.10-5", "quantize")
 def check_quantize(fn):
     for w in _inputs():
@@ -47,25 +86,13 @@ def check_quantize(fn):
                        f"max は axis=0 で取り、形は ({cols},) です。")
         if scale.shape != (cols,):
             raise Fail(f"scale の形は出力チャネルごとの ({cols},) のはずが、{scale.shape} でした。")
+        if scale.dtype != np.float32:
+            raise Fail(f"scale の dtype は float32 のはずが、{scale.dtype} でした。.astype(jnp.float32) で揃えます。")
         scale = scale.astype(np.float64)
-        if not np.all(np.isfinite(scale)):
-            raise Fail("scale に NaN か inf があります。すべて 0 の列で max|w| = 0 で割ったためなので、"
-                       "その列の scale は 1 などの正の数にします。")
-        if np.any(scale <= 0):
-            raise Fail("scale に 0 以下の値があります。すべて 0 の列で max|w| / 127 = 0 のままだと w / scale が 0 で割る"
-                       "計算になるので、scale は正の数（その列ではたとえば 1）にします。")
-        nonzero = np.abs(w).max(axis=0) > 0
-        amax = np.abs(q.astype(np.int64)).max(axis=0)
-        by_128 = np.allclose(scale[nonzero], np.abs(w).max(axis=0)[nonzero] / 128, rtol=1e-5)
-        if by_128 or np.any(q == -128) or np.any(amax > 127):
-            raise Fail("q が -127..127 の範囲を超えます（128 で割ったか、クリップしていない）。対称な int8 は -127..127 なので、"
-                       "scale = max|w| / 127 にします。")
+        _check_positive(scale, w)
+        _check_scale(q, scale, w)
         err = np.abs(q.astype(np.float64) * scale - w.astype(np.float64))
         if np.any(err > scale / 2 * (1 + 1e-5) + 1e-12):
             raise Fail("q·scale と w の差が scale/2 を超える要素があります。切り捨て（floor や astype だけ）ではなく、"
                        "jnp.round で最も近い整数に丸めます。")
-        if np.any(amax[nonzero] < 127):
-            j = int(np.flatnonzero(nonzero & (amax < 127))[0])
-            raise Fail(f"列 {j} の |q| の最大が {int(amax[j])} で、int8 の範囲を使い切っていません。"
-                       "scale = max|w[:, j]| / 127 にすると、最大の値が 127 になります。")
     return "隠しの行列 2 つ（外れ値の列、すべて 0 の列を含む）で、列ごとのスケールと丸めの誤差が範囲内でした。"

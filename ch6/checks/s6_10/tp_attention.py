@@ -11,8 +11,9 @@ from .common import AXIS, exercise_rng
 # クエリのヘッド h は KV ヘッド h // G（G = ヘッド / KV ヘッド）。位置 t <= pos[b] だけを見る。スケールは 1/sqrt(E)。
 
 
-def _reference(q, k, v, pos, wo, *, group="repeat", strict=False, scale=True, n=1):
-    """1 デバイスの参照。group="tile" は各デバイスの中で h % KV ヘッド を使った誤り（n はデバイスの数）。"""
+def _reference(q, k, v, pos, wo, *, group="repeat", strict=False, scale=True, mask=True, n=1):
+    """1 デバイスの参照。group="tile" は各デバイスの中で h % KV ヘッド を使った誤り（n はデバイスの数）、
+    mask=False はまだ書いていない位置も見た誤り。"""
     b, h, e = q.shape
     kv = k.shape[2]
     g = h // kv
@@ -22,6 +23,7 @@ def _reference(q, k, v, pos, wo, *, group="repeat", strict=False, scale=True, n=
     s = np.einsum("bhe,bthe->bht", q, k[:, :, idx]) / (np.sqrt(e) if scale else 1.0)
     t = np.arange(k.shape[1])
     ok = (t[None, :] < pos[:, None]) if strict else (t[None, :] <= pos[:, None])
+    ok = ok if mask else np.ones_like(ok)
     s = np.where(ok[:, None, :], s, -np.inf)
     with np.errstate(invalid="ignore"):          # 見えるキーがない行（誤ったマスク）は NaN のまま
         p = np.exp(s - s.max(-1, keepdims=True))
@@ -41,6 +43,22 @@ def _inputs():
     pos = np.array([0, 6, t - 1], np.int32)
     wo = (r.normal(size=(h, e, d)) / np.sqrt(h * e)).astype(np.float32)
     return q, k, v, pos, wo
+
+
+_GATHER = ("all_gather で値を集めています。キャッシュはヘッドで分割したまま使い、各デバイスの部分和（wo を掛けた後）を "
+           "lax.psum で 1 回だけ足します。")
+
+
+def _gathers(fn, mesh, specs, args) -> bool:
+    """out_specs の検査を外してトレースし直し、all_gather があるか（トレースできなければ False）。"""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    try:
+        loose = jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False)
+        return "all_gather" in [e.primitive.name for e in traced_eqns(loose, *args)]
+    except Exception:
+        return False
 
 
 @exercise("6.10-3", "decode_attention_tp")
@@ -64,6 +82,8 @@ def check_decode_attention_tp(fn):
         if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
             raise Fail(f"集団通信に渡した軸の名前がメッシュにありません。メッシュの軸名は '{AXIS}' です。") from None
         if "out_specs" in msg or "vma" in msg.lower():
+            if _gathers(fn, mesh, specs, args):
+                raise Fail(_GATHER) from None
             raise Fail("戻り値がデバイスごとに違うまま（varying）です。各デバイスの値は受け持つヘッドの部分和なので、"
                        f"wo を掛けた後に lax.psum(…, '{AXIS}') で足します。") from None
         raise
@@ -75,8 +95,7 @@ def check_decode_attention_tp(fn):
     eqns = traced_eqns(g, *args)
     names = [e.primitive.name for e in eqns]
     if "all_gather" in names:
-        raise Fail("all_gather で K/V かヘッドを集めています。キャッシュはヘッドで分割したまま使い、"
-                   "送るのは wo を掛けた後の部分和（lax.psum）だけにします。")
+        raise Fail(_GATHER)
     psums = sum(nm in PSUM_NAMES for nm in names)
     if psums == 0:
         raise Fail("lax.psum がありません。各デバイスの値は受け持つヘッドの部分和なので、"
@@ -85,14 +104,21 @@ def check_decode_attention_tp(fn):
     if np.allclose(got, want, rtol=1e-4, atol=1e-5):
         if psums > 1:
             raise Fail(f"値は合っていますが、psum が {psums} 回あります。1 トークンの通信は wo を掛けた後の 1 回で足ります。")
+        one = ("（デバイスが 1 個なので、psum と pmean のように部分和の足し方の違いは、この環境では見分けられません。"
+               "デバイスが複数の環境でも試してください）") if n == 1 else ""
         return (f"{n} デバイスでヘッド {q.shape[1]}（KV ヘッド {k.shape[2]}）を分割したアテンションが、"
-                "1 デバイスの値と一致し、通信は psum 1 回でした。")
+                f"1 デバイスの値と一致し、通信は psum 1 回でした。{one}")
+    if n > 1 and np.allclose(got * n, want, rtol=1e-4, atol=1e-5):
+        raise Fail(f"出力が 1 デバイスの値のちょうど 1/{n}（{n} デバイスの平均）でした。各デバイスの値は受け持つヘッドの"
+                   "部分和なので、lax.pmean ではなく lax.psum で足します。")
     variants = [
         (dict(group="tile"), "クエリのヘッドと KV ヘッドの対応が違います。ヘッド h が使うのは KV ヘッド h // G"
                              "（G = ヘッド ÷ KV ヘッド、jnp.repeat の並び）で、h % KV ヘッドではありません。"),
         (dict(strict=True), "位置 pos[b] のキーを隠しています。新しいトークンはその位置のキーも見るので、"
                             "マスクは t <= pos[b] です。"),
         (dict(scale=False), "スコアを sqrt(ヘッドの次元) で割っていません。q·k / sqrt(E) にしてからソフトマックスを取ります。"),
+        (dict(mask=False), "位置 pos[b] より後のキー（まだ書いていない位置）も見ています。"
+                           "t <= pos[b] のキーだけを残すマスクを適用してから、ソフトマックスを取ります。"),
     ]
     for kw, text in variants:
         if np.allclose(got, _reference(q, k, v, pos, wo, n=n, **kw), rtol=1e-4, atol=1e-5, equal_nan=True):

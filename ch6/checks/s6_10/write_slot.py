@@ -38,6 +38,32 @@ def _explain(exc: BaseException) -> str | None:
     return None
 
 
+def _row_mistake(row, old, new, slot: int, length: int) -> str:
+    """スロット slot の行（層, 位置, KV ヘッド, E）の誤りの言葉。old は書く前の行、new は kv_new。"""
+    p = new.shape[1]
+
+    def same(a, b) -> bool:
+        return np.allclose(a, b, atol=1e-6)
+
+    if same(row[:, :length], new[:, :length]):
+        if length < p and same(row[:, length:p], new[:, length:p]):
+            return (f"length = {length} より後の位置にも kv_new のパディングを書いています。"
+                    "位置 < length だけを書き、残りは 0 にします。")
+        if length < p and same(row[:, length], new[:, length]) and same(row[:, length + 1:], 0):
+            return (f"位置 length = {length} にもパディングの値を書いています（1 つ多い）。"
+                    "書くのは位置 < length だけなので、マスクは <= ではなく < で比べます。")
+        stale = [t for t in range(length, row.shape[1]) if not same(row[:, t], 0) and same(row[:, t], old[:, t])]
+        if stale:
+            return (f"位置 {stale[0]} など、length = {length} より後の位置に前の要求の K/V が残っています。"
+                    "新しい要求のスロットは、位置 length 以降を 0 にします。")
+        return f"length = {length} より後の位置が 0 ではありません。新しい要求のスロットは、位置 length 以降を 0 にします。"
+    if length > 1 and same(row[:, :length - 1], new[:, :length - 1]) and same(row[:, length - 1], 0):
+        return (f"位置 {length - 1}（プロンプトの最後のトークン）の K/V が 0 のままです（1 つ少ない）。"
+                "位置 0..length − 1 を書くので、マスクは位置 < length です。")
+    return (f"スロット {slot} の位置 0..{length - 1} が kv_new[:, :{length}] と一致しません。"
+            "書き込む軸（層, スロット, 位置, …）の順を確かめましょう。")
+
+
 @exercise("6.10-4", "make_write_slot")
 def check_make_write_slot(fn):
     import jax
@@ -81,16 +107,7 @@ def check_make_write_slot(fn):
             if not np.allclose(got[:, others], want[:, others], atol=1e-6):
                 raise Fail(f"スロット {slot} に書いたとき、ほかのスロットも変わりました。書き換えるのは "
                            "cache[:, slot] だけです（スロットは軸 1）。")
-            row = got[:, slot]
-            if np.allclose(row[:, :length], news[k][:, :length], atol=1e-6):
-                p = news[k].shape[1]
-                if length < p and np.allclose(row[:, length:p], news[k][:, length:p], atol=1e-6):
-                    raise Fail(f"length = {length} より後の位置にも kv_new のパディングを書いています。"
-                               "位置 < length だけを書き、残りは 0 にします。")
-                raise Fail(f"length = {length} より後の位置に、前の要求の K/V が残っています。"
-                           "新しい要求のスロットは、位置 length 以降を 0 にします。")
-            raise Fail(f"スロット {slot} の位置 0..{length - 1} が kv_new[:, :{length}] と一致しません。"
-                       "書き込む軸（層, スロット, 位置, …）の順を確かめましょう。")
+            raise Fail(_row_mistake(got[:, slot], want[:, slot], news[k], slot, length))
         want = new_want
         del got, before
     return (f"隠しのスロット {want.shape[1]} 個に {len(calls)} 件を書き、値、譲渡、"

@@ -56,6 +56,41 @@ def test_a_huge_batch_at_the_tie_is_named():
     expect(EX, tiny_gain, Status.FAIL, "ちょうど等しい組で", "None を返します")
 
 
+def _search(strict=False, cap=None, at_cap=None):
+    """小さい B から順に試す探索（strict は > で比べる誤り、cap は上限つきの誤り。上限で at_cap を返す）。"""
+    def decode_critical_batch(n, w, kv, ctx, flops, bw):
+        if 2 * n / flops <= ctx * kv / bw:
+            return None
+        b = 1
+        while True:
+            compute, memory = 2 * b * n / flops, (w * n + b * ctx * kv) / bw
+            if (compute > memory) if strict else (compute >= memory):
+                return b
+            b += 1
+            if cap is not None and b > cap:
+                return at_cap
+    return decode_critical_batch
+
+
+def test_the_equality_boundary_is_named():
+    expect(EX, _search(strict=True, cap=10**4), Status.FAIL, "ちょうど等しい組で、2049", ">=")
+
+    def int_plus_one(n, w, kv, ctx, flops, bw):            # 切り上げを int(x) + 1 で書く
+        gain = 2 * n / flops - ctx * kv / bw
+        return None if gain <= 0 else int(w * n / bw / gain) + 1
+    expect(EX, int_plus_one, Status.FAIL, "ちょうど等しい組で", "math.ceil")
+
+
+def test_a_capped_search_is_named():
+    expect(EX, _search(cap=10**5), Status.FAIL, "答えの大きい組", "上限")
+
+    expect(EX, _search(cap=10**5, at_cap=10**5), Status.FAIL, "答えの大きい組")
+
+
+def test_weight_bytes_per_value_forgotten_is_named():
+    expect(EX, make(weight=1), Status.FAIL, "N（パラメータの数）のまま", "w·N")
+
+
 def test_other_wrong_answers():
     expect(EX, lambda *a: None, Status.FAIL, "None を返しています")
     expect(EX, lambda *a: 7, Status.FAIL, "最小のバッチは")

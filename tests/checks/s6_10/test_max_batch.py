@@ -11,9 +11,13 @@ from tests.checkhelp import boom, expect, not_done
 EX = "6.10-1"
 
 
-def make(kv_factor=2, heads="n_kv_heads", weights=True, rounding=None, clamp=True, as_type=int):
+def make(kv_factor=2, heads="n_kv_heads", weights=True, rounding=None, clamp=True, as_type=int, layers=True,
+         weight_from_params=False):
     def max_batch(model, seq_len, bytes_per_value, weight_bytes, hbm_bytes):
-        per_seq = model["n_layers"] * kv_factor * model[heads] * model["head_dim"] * seq_len * bytes_per_value
+        per_seq = (model["n_layers"] if layers else 1) * kv_factor * model[heads] * model["head_dim"] * seq_len
+        per_seq *= bytes_per_value
+        if weight_from_params:
+            weight_bytes = model["n_params"] * bytes_per_value
         free = hbm_bytes - (weight_bytes if weights else 0)
         b = (rounding or math.floor)(free / per_seq)
         return as_type(max(0, b) if clamp else b)
@@ -39,7 +43,18 @@ def test_named_mistakes():
     expect(EX, make(weights=False), Status.FAIL, "重みのバイトを引いていません")
     expect(EX, make(clamp=False), Status.FAIL, "0 を返します")
     expect(EX, make(rounding=lambda x: math.ceil(x) - 1 if x == int(x) else math.floor(x)), Status.FAIL, "<=")
-    expect(EX, make(rounding=math.ceil), Status.FAIL, "切り上げではなく切り捨て")
+    expect(EX, make(rounding=math.ceil), Status.FAIL, "端数は切り捨てます")
+
+
+def test_fresh_mistakes_from_the_statement():
+    expect(EX, make(layers=False), Status.FAIL, "層の数を掛けていません")
+    expect(EX, make(weight_from_params=True), Status.FAIL, "n_params × bytes_per_value", "weight_bytes")
+    expect(EX, make(rounding=round), Status.FAIL, "1 つ多い", "四捨五入")
+
+    def weights_per_sequence(model, seq_len, bytes_per_value, weight_bytes, hbm_bytes):
+        per_seq = 2 * model["n_layers"] * model["n_kv_heads"] * model["head_dim"] * seq_len * bytes_per_value
+        return int(hbm_bytes // (weight_bytes + per_seq))
+    expect(EX, weights_per_sequence, Status.FAIL, "重みを系列ごとに足しています")
 
 
 def test_types_and_other_wrong_answers():

@@ -46,15 +46,32 @@ def test_named_mistakes():
     expect(EX, make(dtype=jnp.float32), Status.FAIL, "int8")
 
 
+def test_a_wrong_scale_is_named_not_the_rounding():
+    expect(EX, make(levels=254.0), Status.FAIL, "列 0 の scale は max|w[:, 0]| / 127", "絶対値の最大")
+
+    def signed_max(w):                           # 絶対値ではなく max(w) で割る（負の外れ値の列で小さすぎる）
+        amax = jnp.max(w, axis=0)
+        scale = jnp.where(amax > 0, amax / 127.0, 1.0)
+        return jnp.clip(jnp.round(w / scale), -127, 127).astype(jnp.int8), scale
+    expect(EX, signed_max, Status.FAIL, "scale は max|w[:, ", "絶対値の最大")
+
+    def inverse(w):                              # 127 / max|w| を返し、q = round(w * scale)
+        amax = jnp.max(jnp.abs(w), axis=0)
+        inv = jnp.where(amax > 0, 127.0 / amax, 1.0)
+        return jnp.clip(jnp.round(w * inv), -127, 127).astype(jnp.int8), inv
+    expect(EX, inverse, Status.FAIL, "逆数")
+    expect(EX, lambda w: (make()(w)[0], make()(w)[1].astype(jnp.bfloat16)), Status.FAIL, "float32", "bfloat16")
+
+
 def test_other_wrong_answers():
     expect(EX, lambda w: make()(w)[0], Status.FAIL, "2 つ組")
     expect(EX, lambda w: (make()(w)[0][:2], make()(w)[1]), Status.FAIL, "q の形")
-    expect(EX, lambda w: (make()(w)[0], -make()(w)[1]), Status.FAIL, "0 以下")
+    expect(EX, lambda w: (make()(w)[0], -make()(w)[1]), Status.FAIL, "列 0 の scale が 0 以下")
 
     def nan_scale(w):
         q, scale = make()(w)
         return q, scale.at[0].set(jnp.nan)
-    expect(EX, nan_scale, Status.FAIL, "NaN")
+    expect(EX, nan_scale, Status.FAIL, "列 0 の scale が NaN")
     expect(EX, lambda w: (make()(w)[0], 3), Status.FAIL, "配列で返します")
 
 

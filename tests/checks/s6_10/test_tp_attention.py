@@ -8,12 +8,12 @@ import pytest
 from jax import lax
 
 from ch6 import Status
-from tests.checkhelp import boom, expect, not_done
+from tests.checkhelp import N, boom, expect, not_done
 
 EX = "6.10-3"
 
 
-def make(group="repeat", strict=False, scale=True, reduce="psum", gather=False):
+def make(group="repeat", strict=False, scale=True, reduce="psum", gather=False, mask=True):
     def decode_attention_tp(q, k_cache, v_cache, pos, wo):
         g = q.shape[1] // k_cache.shape[2]
         if group == "repeat":
@@ -23,6 +23,7 @@ def make(group="repeat", strict=False, scale=True, reduce="psum", gather=False):
         s = jnp.einsum("bhe,bthe->bht", q, k) / (np.sqrt(q.shape[-1]) if scale else 1.0)
         t = jnp.arange(k.shape[1])[None, :]
         ok = (t < pos[:, None]) if strict else (t <= pos[:, None])
+        ok = ok if mask else jnp.ones_like(ok)
         p = jax.nn.softmax(jnp.where(ok[:, None], s, -jnp.inf), axis=-1)
         y = jnp.einsum("bhe,hed->bd", jnp.einsum("bht,bthe->bhe", p, v), wo)
         if gather:
@@ -33,6 +34,10 @@ def make(group="repeat", strict=False, scale=True, reduce="psum", gather=False):
             return lax.psum(lax.psum(y, "model"), "model") / lax.axis_size("model")
         if reduce == "pvary":
             return y
+        if reduce == "pmean":
+            return lax.pmean(y, "model")
+        if reduce == "gather_sum":
+            return lax.all_gather(y, "model").sum(0)
         return lax.psum(y, reduce)
     return decode_attention_tp
 
@@ -60,11 +65,23 @@ def test_reference_and_grouped_reshape_pass():
     (dict(gather=True), ("all_gather",)),
     (dict(reduce="twice"), ("psum が 2 回",)),
     (dict(reduce="data"), ("軸の名前",)),
+    (dict(mask=False), ("pos[b] より後のキー", "t <= pos[b]")),
+    (dict(reduce="gather_sum"), ("all_gather で値を集めています", "lax.psum")),
 ])
 def test_named_mistakes(kw, words):
-    if kw.get("group") == "tile" and jax.device_count() == 1:
-        pytest.skip("1 デバイスでも KV ヘッドは 1〜2 個: tile と repeat は KV ヘッド 2 個なら違う")
     expect(EX, make(**kw), Status.FAIL, *words)
+
+
+def test_pmean_is_named_or_the_pass_line_says_one_device_cannot_tell():
+    if N == 1:
+        expect(EX, make(reduce="pmean"), Status.PASS, "見分けられません")
+    else:
+        expect(EX, make(reduce="pmean"), Status.FAIL, f"1/{N}", "lax.pmean ではなく lax.psum")
+
+
+def test_the_pass_line_names_what_one_device_cannot_tell():
+    msg = expect(EX, make(), Status.PASS)
+    assert ("見分けられません" in msg) == (N == 1), msg
 
 
 def test_shape_and_generic_mistakes():

@@ -13,11 +13,14 @@ from tests.checkhelp import boom, expect, not_done
 EX = "6.10-4"
 
 
-def write(cache, kv_new, slot, length, *, clear=True, mask=True, slot_axis=1):
+def write(cache, kv_new, slot, length, *, clear=True, mask=True, slot_axis=1, off=0, clear_to_p=False):
     layers, _, t, kv, e = cache.shape
-    keep = (jnp.arange(kv_new.shape[1]) < length)[None, :, None, None]
+    keep = (jnp.arange(kv_new.shape[1]) < length + off)[None, :, None, None]
     new = jnp.where(keep, kv_new, 0) if mask else kv_new
-    if clear:
+    if clear_to_p:                       # 位置 P までだけを書き直し、P より後は前の要求のまま
+        old = lax.dynamic_index_in_dim(cache, slot, axis=1, keepdims=False)
+        row = lax.dynamic_update_slice(old, new.astype(cache.dtype), (0, 0, 0, 0))
+    elif clear:
         row = lax.dynamic_update_slice(jnp.zeros((layers, t, kv, e), cache.dtype), new.astype(cache.dtype), (0, 0, 0, 0))
     else:
         old = lax.dynamic_index_in_dim(cache, slot, axis=1, keepdims=False)
@@ -28,12 +31,12 @@ def write(cache, kv_new, slot, length, *, clear=True, mask=True, slot_axis=1):
     return lax.dynamic_update_slice(cache, row[:, None], start)
 
 
-def factory(donate=True, static=False, jit=True, **kw):
+def factory(donate=True, static=False, jit=True, donate_arg=0, **kw):
     def make_write_slot():
         fn = functools.partial(write, **kw)
         if not jit:
             return fn
-        opts = {"donate_argnums": 0} if donate else {}
+        opts = {"donate_argnums": donate_arg} if donate else {}
         if static:
             opts["static_argnums"] = (2, 3)
         return jax.jit(fn, **opts)
@@ -60,6 +63,13 @@ def test_named_mistakes():
     expect(EX, factory(clear=False), Status.FAIL, "前の要求の K/V が残って")
     expect(EX, factory(mask=False), Status.FAIL, "パディング")
     expect(EX, factory(slot_axis=0), Status.FAIL)
+
+
+def test_fresh_mistakes_from_the_statement():
+    expect(EX, factory(off=1), Status.FAIL, "位置 length = 4 にもパディング", "<= ではなく <")
+    expect(EX, factory(off=-1), Status.FAIL, "位置 3（プロンプトの最後のトークン）", "< length")
+    expect(EX, factory(clear_to_p=True), Status.FAIL, "前の要求の K/V が残っています")
+    expect(EX, factory(donate_arg=1), Status.FAIL, "譲渡していない", "donate_argnums=0")
 
 
 def test_tracer_slicing_and_other_answers():
