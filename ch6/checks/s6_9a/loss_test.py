@@ -87,6 +87,7 @@ _REF, _TEST = 1000, 2000
 _BASE = [1.0, 0.75, 0.5, 0.5]
 SCRIPTS = {   # 名前: (基準の損失, テストの損失, tol, 正しい判定)
     "within": (_BASE, [1.0625, 0.6875, 0.5, 0.5], 0.125, True),
+    "first": (_BASE, [1.25, 0.75, 0.5, 0.5], 0.125, False),
     "middle_low": (_BASE, [1.0, 0.5, 0.5, 0.5], 0.125, False),
     "middle_high": (_BASE, [1.0, 1.0, 0.5, 0.5], 0.125, False),
     "last": (_BASE, [1.0, 0.75, 0.5, 0.75], 0.125, False),
@@ -182,6 +183,9 @@ def _check_scripts(fn):
     if "last" in wrong:
         raise Fail(f"{head}: 最後（4 番目）のステップだけで差が tol 以上ですが、True を返しました。"
                    "最後のバッチまで、すべてのステップを比べます。")
+    if "first" in wrong:
+        raise Fail(f"{head}: 最初のステップだけで差が tol 以上ですが、True を返しました。"
+                   "最初のステップ（更新の前）の損失も、ほかのステップと同じように比べます。")
     if "exact_tol" in wrong:
         raise Fail(f"{head}: 差がちょうど tol（0.25）のステップを一致と判定しました。"
                    "一致は差が tol 未満（<）のときだけで、tol 以下（<=）ではありません。")
@@ -213,5 +217,5 @@ def check_losses_match(fn):
             raise Fail(f"{label}: パディングの行も平均に含めたステップを一致と判定しました。"
                        "どのステップでも差が tol 未満のときだけ True です。")
         raise Fail(f"{label}: 判定が正しい組み合わせ（正しいステップだけ True）になりませんでした。")
-    return ("台本の 7 つの損失の列と隠しの 2 つの回帰で、どのステップの差も tol 未満のときだけ一致と判定し、"
+    return (f"台本の {len(SCRIPTS)} つの損失の列と隠しの 2 つの回帰で、どのステップの差も tol 未満のときだけ一致と判定し、"
             "勾配の平均の忘れとパディングの誤りを見つけました。")

@@ -103,7 +103,7 @@ def _rules_dict(out, what: str) -> dict:
 
 def cases(r):
     """(説明, config, mesh の形): 割り切れる・heads だけ割り切れない・embed が割り切れない・大きさ 1 の軸・
-    tensor だけで割り切れる・heads も head_dim も mlp も割り切れない。"""
+    tensor だけで割り切れる・heads も head_dim も mlp も割り切れない・heads × head_dim だけが割り切れる。"""
     from jax.sharding import AbstractMesh
 
     def mesh(shape):
@@ -125,6 +125,10 @@ def cases(r):
         # heads も d_head も d_ff も tensor（4）で割り切れない: 割り切れるかを試さずに分割する答えは配置できない
         ("ヘッドも head_dim も d_ff も tensor で割り切れない設定",
          Config(d_model=48, n_heads=5, d_head=7, d_ff=90, n_layers=1), mesh((1, 2, 4))),
+        # heads（6）も d_head（6）も tensor（4）で割り切れず、積 36 だけが割り切れる: head_dim に回すかを
+        # heads × d_head で試す答えは、head_dim を分割して配置できない
+        ("ヘッドの数と head_dim は割り切れず、その積だけが tensor で割り切れる設定",
+         Config(d_model=40, n_heads=6, d_head=6, d_ff=80, n_layers=1), mesh((1, 2, 4))),
     ]
 
 
@@ -176,7 +180,7 @@ def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
         w = want[0] if len(want) else None
         if name == "head_dim" and ref.get("heads") == "tensor":
             raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
-                       "分割できないときだけの約束です（head_dim を分割すると、注意のスコアの内積ごとに tensor の軸での和が要ります）。")
+                       "分割できないときだけの約束です（head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります）。")
         if w is None:
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、約束ではこの設定とメッシュで {name} は分割しません"
                        "（複製）。約束にない分割は、学習ステップの通信の形を変えます。")

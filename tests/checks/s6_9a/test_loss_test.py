@@ -146,3 +146,21 @@ def test_zero_dim_jax_bool_is_accepted_and_lists_are_not():
         return [abs(x - y) < tol for x, y in zip(a, b)]
     expect(EX, jax_bool, Status.PASS)
     expect(EX, as_list, Status.FAIL, "list", "bool(...)")
+
+
+def test_fresh_mistakes_from_the_statement():
+    def skip_first(step_ref, step_test, state, batches, tol):   # 最初の損失は更新の前なので比べない
+        a, b = _both(step_ref, step_test, state, batches)
+        return all(abs(x - y) < tol for x, y in zip(a[1:], b[1:]))
+    expect(EX, skip_first, Status.FAIL, "最初のステップだけで差が tol 以上", "最初のステップ（更新の前）")
+
+    def with_isclose(step_ref, step_test, state, batches, tol):  # np.isclose は <= で、rtol も足す
+        a, b = _both(step_ref, step_test, state, batches)
+        return bool(np.all(np.isclose(a, b, atol=tol)))
+    expect(EX, with_isclose, Status.FAIL, "ちょうど tol", "<=")
+
+    def with_math_isclose(step_ref, step_test, state, batches, tol):
+        import math
+        a, b = _both(step_ref, step_test, state, batches)
+        return all(math.isclose(x, y, abs_tol=tol) for x, y in zip(a, b))
+    expect(EX, with_math_isclose, Status.FAIL, "ちょうど tol", "<=")

@@ -142,3 +142,29 @@ def test_inverted_divisibility_gets_the_general_hint():
                 rules[name] = "tensor"
         return rules
     expect(EX, inverted, Status.FAIL, "必要以上に複製", "割り切れるので分割できます")
+
+
+def test_fresh_mistakes_from_the_statement():
+    def product(config, mesh):                   # head_dim に回すかを heads × d_head の割り切れで試す
+        rules = {k: v for k, v in reference(config, mesh).items() if k != "head_dim"}
+        t = mesh.shape["tensor"]
+        if config.n_heads % t and (config.n_heads * config.d_head) % t == 0:
+            rules["head_dim"] = "tensor"
+        return rules
+    expect(EX, product, Status.FAIL, "積だけが tensor で割り切れる設定", "head_dim を tensor（4 方向）", "割り切れない")
+
+    def embed_against_tensor(config, mesh):      # embed の割り切れを tensor の大きさで試す
+        rules = {k: v for k, v in reference(config, mesh).items() if k != "embed"}
+        if config.d_model % mesh.shape["tensor"] == 0:
+            rules["embed"] = "fsdp"
+        return rules
+    expect(EX, embed_against_tensor, Status.FAIL, "embed")
+
+    def mlp_against_d_model(config, mesh):       # mlp の割り切れを d_ff ではなく d_model で試す
+        rules = {k: v for k, v in reference(config, mesh).items() if k != "mlp"}
+        if config.d_model % mesh.shape["tensor"] == 0:
+            rules["mlp"] = "tensor"
+        return rules
+    expect(EX, mlp_against_d_model, Status.FAIL, "mlp")
+
+    expect(EX, lambda c, m: {**reference(c, m), "batch": "data"}, Status.FAIL, "data と fsdp の順")
