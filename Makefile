@@ -43,7 +43,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval -m "not mutation"
 
-# 全解答の全変異体でチェックを試し、スコア（95% 以上）と生き残りを表示する（tests/tools/test_mutate.py、8 模擬デバイス）
+# 全解答の全変異体でチェックを試し、スコア（95% 以上）と生き残りを表示する（tests/tools/test_mutate.py、8 模擬デバイス）。
+# 8 で見抜いた変異体は 3 と 1 模擬デバイスでも試す（数ごとに 1 プロセス、2 つを並べて）
 test-mutation: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:xdist -m mutation tests/tools/test_mutate.py
 

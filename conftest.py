@@ -24,9 +24,10 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_inkernel::test_prelude_setup_and_checks_survive_a_replaced_ch6",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr")
-# 全解答の全変異体にチェックを実行するスコア（1 プロセスで 85 秒）: make test ではなく CI の段 make test-mutation で。
-# 1 冊の変異体は make exercise NB=… が実行します
-MUTATION_TESTS = ("test_mutate::test_mutation_score",)
+# 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
+# make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
+MUTATION_TESTS = ("test_mutate::test_mutation_score",
+                  "test_mutate::test_mutants_killed_at_8_devices_are_killed_at_3_and_1")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,11 +79,15 @@ def n_devices():
     return jax.device_count()
 
 
+SUMMARIES = {"mutation_report": "mutation testing of the checks (tools/mutate.py)",
+             "mutation_devices_report": "mutants killed at 8 devices, tried at 3 and 1 (tools/mutate.py)"}
+
+
 def pytest_terminal_summary(terminalreporter):
     """ミューテーションテストのスコア（tests/tools/test_mutate.py）を最後に表示する。"""
     for reports in terminalreporter.stats.values():
         for rep in reports:
             for name, value in getattr(rep, "user_properties", []) or []:
-                if name == "mutation_report" and getattr(rep, "when", "call") == "call":
-                    terminalreporter.write_sep("-", "mutation testing of the checks (tools/mutate.py)")
+                if name in SUMMARIES and getattr(rep, "when", "call") == "call":
+                    terminalreporter.write_sep("-", SUMMARIES[name])
                     terminalreporter.write_line(value)

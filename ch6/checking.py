@@ -8,6 +8,7 @@
 - 登録: :func:`exercise`
 - 学習者の呼び出し: :func:`call`（NotImplementedError は未解答、それ以外の例外は学習者のエラー）
 - 隠し入力: :func:`hidden_rng`、:func:`f32`、:func:`n_devices`
+- デバイスの数で確かめられないことを ✅ の行で断る: :func:`cannot_tell`（句は :data:`CANNOT_TELL`）
 - 期待: :func:`expect_shape`、:func:`expect_close`、:func:`expect_no_batch_loop`
 - 構造: :func:`jaxpr_primitives`、:func:`jaxpr_size`、:func:`walk`（入れ子の jaxpr も含めた式）
 - 表示: :func:`fmt`、:func:`one_line`
@@ -32,6 +33,7 @@ __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
     "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry", "one_line", "Entry", "registered", "counting_compiles",
+    "CANNOT_TELL", "cannot_tell",
 ]
 
 
@@ -124,6 +126,16 @@ def n_devices() -> int:
     import jax
 
     return jax.device_count()
+
+
+# ✅ の行で「このデバイスの数では確かめられない」と言う句（tools/mutate.py がこの句で、少ないデバイスで見逃した
+# 変異体が ✅ の行で断ってあるかを見分けます）
+CANNOT_TELL = "この環境では確かめられません"
+
+
+def cannot_tell(what: str) -> str:
+    """✅ の行の終わりに添える括弧書き（1 文）: 今のデバイスの数では what を確かめられないこと。"""
+    return f"（デバイスが {n_devices()} 個なので、{what}は{CANNOT_TELL}）"
 
 
 # ---------------------------------------------------------------- 表示用の整形

@@ -6,7 +6,8 @@ solutions/ の各ノートブックのコードセルを 1 つの名前空間で
 変異の演算子（``OPERATORS``）で 1 か所ずつ変えます。演算子の一覧は ``python tools/mutate.py --operators``。
 演算子は 2 種類です。
 
-- 値を壊す演算子: 軸、集団通信の取り違え、範囲と添字の off-by-one、切り詰めの境目、spec、向き、答えの記号 …
+- 値を壊す演算子: 軸、集団通信の取り違え、範囲と添字の off-by-one、切り詰めの境目、spec、向き、答えの記号、
+  返す真偽、絶対値の書き忘れ、1 回で抜けるループ、小さな上限で打ち切る探索 …
 - 値を保ったまま、演習が教える「手段」だけを変える演算子: 集団通信を別の通信で作る（psum → all_gather + 和、
   psum_scatter → psum + 切り出し、ppermute → all_gather + 添字 …）、vmap / scan を Python のループや lax.map に、
   jit を呼ぶたびに作り直す・引数を静的にする。手段を確かめないチェックは、これらを見逃します。
@@ -19,6 +20,12 @@ solutions/ の各ノートブックのコードセルを 1 つの名前空間で
     python tools/mutate.py                  # すべての解答ノートブック（表とスコアを表示）
     python tools/mutate.py solutions/6_1_vmap.ipynb --min-score 0.95
     python tools/mutate.py --operators      # 演算子の一覧（名前、節の種類、説明）
+    python tools/mutate.py solutions/6_3b_shard_map.ipynb --exercise 6.3b-2 --verbose   # 1 つの演習の変異体だけ
+    python tools/mutate.py solutions/6_3b_shard_map.ipynb --fewer   # 8 で見抜いた変異体を 3 と 1 デバイスでも試す
+    python tools/mutate.py solutions/6_2_pmap.ipynb --devices 3     # 3 デバイスで（JAX を読み込む前に設定）
+
+8 デバイスで見抜いた変異体が少ないデバイスで生き残ってよいのは、そのときの ✅ の行が ``ch6.checking.cannot_tell``
+の句（``CANNOT_TELL``）で確かめられないと断るときか、等価の表に「演習 @数」で書いたときだけです。
 
 演算子を足すには、「変異の演算子」の節に ``@operator(節の型)`` をつけた関数を 1 つ書きます（CONTRIBUTING.md）。
 """
@@ -53,6 +60,8 @@ BOUNDS = {"minimum": "maximum", "maximum": "minimum", "floor": "ceil", "ceil": "
 LOCAL_REDUCE = {"sum": "mean", "mean": "sum", "max": "min", "min": "max"}  # jnp の縮約の取り違え
 DROPPABLE = ("psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute")  # 通信を書き忘れる
 LR_NAMES = {"lr", "learning_rate", "eta"}
+LOOP_CAP = 4  # range_cap: 探索を打ち切る回数（手元で試した小さな例の大きさ）
+BOOL_CALLS = ("all", "any", "isinstance", "callable", "hasattr", "bool")  # 真偽を返す組み込み
 CHECK = re.compile(r"""ch6\.check\(\s*["']([\w.-]+)["']\s*,\s*(\w+)\s*\)""")
 
 
@@ -416,6 +425,40 @@ def dict_answers(node, ctx):
                 yield f"{ast.unparse(node.keys[k])}: {v.value!r} → {other!r}", _set_dict_value(k, other)
 
 
+@operator(ast.Return)
+def flip_bool_return(node, ctx):
+    """返す真偽を逆にする（return True ↔ False、比較や and / or を返すなら not をつける。== と != は negate_compare）。"""
+    v = node.value
+    if isinstance(v, ast.Constant) and isinstance(v.value, bool):
+        yield f"return {v.value} → return {not v.value}", _set_const(not v.value)
+    elif _is_bool_expr(v):
+        yield f"返す真偽を逆にする（{_text(v)}）", _negate_return
+
+
+@operator(ast.Call)
+def drop_abs(node, ctx):
+    """絶対値を外す（abs(x)、jnp.abs(x)、np.abs(x) → x: 差の向きを一方だけ考えてしまう）。"""
+    name = _name(node.func)
+    builtin = name == "abs" and isinstance(node.func, ast.Name)
+    if len(node.args) == 1 and (builtin or (name in ("abs", "absolute") and _is_numpy(node.func))):
+        yield f"絶対値を外す（{_text(node)}）", _keep_arg(0)
+
+
+@operator(ast.For, ast.While)
+def loop_once(node, ctx):
+    """ループを 1 回目の終わりで抜ける（return や break をループの本体の中に書いてしまう）。"""
+    yield f"ループを 1 回で抜ける（{_loop_text(node)}）", _append_break
+
+
+@operator(ast.For)
+def range_cap(node, ctx):
+    """for … in range(…) の探索を 4 回（LOOP_CAP）で打ち切る（手元の小さな例の大きさまでしか調べない）。"""
+    it = node.iter
+    if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and 1 <= len(it.args) <= 2 and not it.keywords and not isinstance(it.args[-1], ast.Constant)):
+        yield f"ループを {LOOP_CAP} 回で打ち切る（{_text(it)}）", _cap_range
+
+
 # ---------------------------------------------------------------- 変異の演算子: 値を保って手段を変える
 # 結果の値は解答例と同じで、演習が教える手段（どの集団通信か、vmap / scan か、jit を 1 度だけ作るか）だけが違う。
 # 置き換え先は下の「同じ値を別の手段で作る関数」（RUNTIME）で、変異体の名前空間に入れてから実行します。
@@ -711,6 +754,37 @@ def _flip_strictness(n):
     n.ops = [_STRICTNESS[type(n.ops[0])]()]
 
 
+def _is_bool_expr(node) -> bool:
+    """Python の真偽を返す式（比較、and / or、not、all / any など）。== と != だけの比較は negate_compare が逆にする。"""
+    if isinstance(node, ast.Compare):
+        return not (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)))
+    if isinstance(node, ast.BoolOp) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BOOL_CALLS
+
+
+def _negate_return(n):
+    n.value = ast.UnaryOp(op=ast.Not(), operand=n.value)
+
+
+def _loop_text(node) -> str:
+    head = (f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}" if isinstance(node, ast.For)
+            else f"while {ast.unparse(node.test)}")
+    return head[:40]
+
+
+def _append_break(n):
+    n.body.append(ast.Break())
+
+
+def _cap_range(n):
+    """range(stop) → range(min(stop, LOOP_CAP))、range(start, stop) → range(start, min(stop, start + LOOP_CAP))。"""
+    args = n.iter.args
+    cap = (ast.Constant(LOOP_CAP) if len(args) == 1
+           else ast.BinOp(left=copy.deepcopy(args[0]), op=ast.Add(), right=ast.Constant(LOOP_CAP)))
+    args[-1] = ast.Call(func=ast.Name("min", ast.Load()), args=[args[-1], cap], keywords=[])
+
+
 def _drop_jit(n):
     n.decorator_list = [d for d in n.decorator_list if ast.unparse(d) != "jax.jit"]
 
@@ -777,8 +851,8 @@ def _sites(tree: ast.AST, lines: range) -> list[Site]:
     return sites
 
 
-def _mutants(source: str) -> Iterator[tuple[str, str, str]]:
-    """セルのソース -> (演算子, 説明, 変異体のソース)。解答と同じソースや、前と同じ変異体は作らない。"""
+def _mutants(source: str) -> Iterator[tuple[str, str, str, int]]:
+    """セルのソース -> (演算子, 説明, 変異体のソース, 変えた行のセルの中の番号)。解答と同じソースや、前と同じ変異体は作らない。"""
     lines = source.splitlines()
     begin = next(i for i, ln in enumerate(lines, 1) if "### BEGIN SOLUTION" in ln)
     end = next(i for i, ln in enumerate(lines, 1) if "### END SOLUTION" in ln)
@@ -803,17 +877,17 @@ def _mutants(source: str) -> Iterator[tuple[str, str, str]]:
         same = sorted((position[site.index], k) for k, (site, _) in enumerate(made) if site.label == label)
         number.update({k: f"（{i} 番目）" for i, (_, k) in enumerate(same[1:], start=2)})
     for k, (site, text) in enumerate(made):
-        yield site.operator, site.label + number.get(k, ""), text
+        yield site.operator, site.label + number.get(k, ""), text, position[site.index][0]
 
 
 def mutants(source: str) -> list[tuple[str, str]]:
     """セルのソース -> [(説明, 変異体のソース)]。解答ブロックの行（と、解答を持つ関数の既定値）だけを変える。"""
-    return [(label, text) for _, label, text in _mutants(source)]
+    return [(label, text) for _, label, text, _ in _mutants(source)]
 
 
 def mutants_by_operator(source: str) -> list[tuple[str, str, str]]:
     """セルのソース -> [(演算子の名前, 説明, 変異体のソース)]。"""
-    return list(_mutants(source))
+    return [(op, label, text) for op, label, text, _ in _mutants(source)]
 
 
 def _replace(tree, old, new):
@@ -1049,6 +1123,7 @@ class Outcome:
     equivalent: str | None = None
     operator: str = ""
     seconds: float = 0.0  # CPU の秒（変異体の定義とチェック）
+    line: int = 0  # 変えた行（セルの中の行番号）
 
     @property
     def killed(self) -> bool:
@@ -1059,25 +1134,40 @@ MIN_MUTANTS = 5  # 演習ごとの最少の変異体の数（これより少な�
 FEW = "(few mutants)"  # tools/mutants_equivalent.txt で「変異体が少ない理由」を書く行の印
 
 
-def _table(path: Path) -> list[tuple[str, str, str]]:
+SCORE_DEVICES = 8  # スコアを測るデバイスの数（これより少ない数では、8 で見抜いた変異体をもう一度試す）
+
+
+def _table(path: Path) -> list[tuple[str, frozenset[int] | None, str, str]]:
+    """(演習, デバイスの数の組 | None, 変異の説明, 理由)。演習の欄の「@1,3」は、その数のデバイスでだけ等価という印。"""
     rows = []
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             ex, label, reason = (part.strip() for part in line.split("|", 2))
-            rows.append((ex, label, reason))
+            counts = None
+            if "@" in ex:
+                ex, _, at = (part.strip() for part in ex.partition("@"))
+                counts = frozenset(int(c) for c in at.split(","))
+            rows.append((ex, counts, label, reason))
     return rows
 
 
-def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[tuple[str, str], str]:
-    """「演習 | 変異の説明 | 理由」の行（# から後は注釈）。変異体が少ない理由の行（FEW）は含めない。"""
-    return {(ex, label): reason for ex, label, reason in _table(path) if label != FEW}
+def load_equivalent(path: Path = EQUIVALENT_FILE, devices: int = SCORE_DEVICES) -> dict[tuple[str, str], str]:
+    """「演習 | 変異の説明 | 理由」の行（# から後は注釈）のうち、devices 個のデバイスで等価なもの（@ のない行は
+    どの数でも、「演習 @1,3」の行はその数でだけ）。変異体が少ない理由の行（FEW）は含めない。"""
+    return {(ex, label): reason for ex, counts, label, reason in _table(path)
+            if label != FEW and (counts is None or devices in counts)}
+
+
+def load_equivalent_at_fewer(path: Path = EQUIVALENT_FILE) -> dict[tuple[str, str, int], str]:
+    """「演習 @1,3 | 変異の説明 | 理由」の行: (演習, 説明, デバイスの数) -> 理由（8 で見抜き、その数では等価）。"""
+    return {(ex, label, n): reason for ex, counts, label, reason in _table(path) if counts for n in counts}
 
 
 def load_few(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
     """「演習 | (few mutants) | 理由」の行: 変異体が MIN_MUTANTS より少なくてよい演習と、その理由。"""
-    return {ex: reason for ex, label, reason in _table(path) if label == FEW}
+    return {ex: reason for ex, _, label, reason in _table(path) if label == FEW}
 
 
 def per_exercise(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
@@ -1101,9 +1191,10 @@ def too_few(outcomes: list[Outcome], few: dict[str, str] | None = None) -> dict[
     return {ex: n for ex, n in counts.items() if n < MIN_MUTANTS and ex not in few}
 
 
-def run_notebook(path: Path, equivalent: dict | None = None) -> list[Outcome]:
-    """解答ノートブック 1 冊の全変異体をチェックに通す（1 つのインタプリタで、ノートブックは 1 度だけ実行）。"""
-    equivalent = load_equivalent() if equivalent is None else equivalent
+def run_notebook(path: Path, equivalent: dict | None = None, only: set[tuple[str, str]] | None = None,
+                 exercises: set[str] | None = None) -> list[Outcome]:
+    """解答ノートブック 1 冊の全変異体をチェックに通す（1 つのインタプリタで、ノートブックは 1 度だけ実行）。
+    only: (演習, 変異の説明) の組のものだけ、exercises: その演習のものだけを試す。等価の表は今のデバイスの数で読む。"""
     os.environ["CH6_GRADING"] = "1"  # ノートブックの ch6.check は何もしない
     ns: dict = {"__name__": "__main__"}
     results: list[Outcome] = []
@@ -1116,16 +1207,24 @@ def run_notebook(path: Path, equivalent: dict | None = None) -> list[Outcome]:
                     exec(compile(_python(src), f"<{path.name}>", "exec"), ns)
                 except Exception:  # わざとエラーを出すセル（古い書き方）: 続ける
                     pass
+            if equivalent is None:
+                import jax
+
+                equivalent = load_equivalent(devices=jax.device_count())
             for src in cells:
                 if "### BEGIN SOLUTION" not in src:
                     continue
                 ex_id, fn_name = CHECK.search(src).groups()
+                made = [m for m in _mutants(src) if (exercises is None or ex_id in exercises)
+                        and (only is None or (ex_id, m[1]) in only)]
+                if not made:
+                    continue
                 base = _run(ns, src, ex_id, fn_name)
                 if base.status != "pass":
                     raise RuntimeError(f"{path.name} {ex_id}: the reference itself does not pass: {base.message}")
-                for op, label, text in _mutants(src):
+                for op, label, text, line in made:
                     out = _run(ns, text, ex_id, fn_name)
-                    out.label, out.operator = label, op
+                    out.label, out.operator, out.line = label, op, line
                     out.equivalent = equivalent.get((ex_id, label))
                     results.append(out)
     finally:
@@ -1197,31 +1296,153 @@ def report(outcomes: list[Outcome], few: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- 少ないデバイスでもう一度（1 つの数に 1 プロセス）
+
+FEWER_DEVICES = (3, 1)  # 8 で見抜いた変異体を、この数のデバイスでもう一度チェックに通す
+
+
+def run_at(devices: int, paths: list[Path], only: set[tuple[str, str]] | None = None,
+           jobs: int = 2) -> list[Outcome]:
+    """子プロセス（JAX_NUM_CPU_DEVICES=devices）で paths の変異体をチェックに通す（only: その組だけ）。"""
+    return run_at_counts([devices], paths, only, jobs)[devices]
+
+
+def run_at_counts(counts: Iterable[int], paths: list[Path], only: set[tuple[str, str]] | None = None,
+                  jobs: int = 2) -> dict[int, list[Outcome]]:
+    """デバイスの数ごとに子プロセスを 1 つ（jobs 個まで同時に）起動して変異体を試し、数 -> 結果。"""
+    import json
+    import subprocess
+    import tempfile
+
+    counts = list(counts)
+    results: dict[int, list[Outcome]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        chosen = Path(tmp) / "only.json"
+        chosen.write_text(json.dumps(sorted(only or [])), encoding="utf-8")
+        running: list[tuple[int, subprocess.Popen, Path]] = []
+
+        def finish(count, proc, out):
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"tools/mutate.py --devices {count} failed:\n{err[-4000:]}")
+            results[count] = [Outcome(**row) for row in json.loads(out.read_text(encoding="utf-8"))]
+
+        for count in counts:
+            out = Path(tmp) / f"at{count}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), *map(str, paths), "--devices", str(count),
+                   "--json", str(out)] + (["--only", str(chosen)] if only is not None else [])
+            if len(running) >= jobs:
+                finish(*running.pop(0))
+            running.append((count, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                    text=True, cwd=ROOT), out))
+        for item in running:
+            finish(*item)
+    return results
+
+
+@dataclasses.dataclass
+class Survivor:
+    """8 で見抜いたのに、少ないデバイスで ✅ になった変異体と、その扱い。"""
+
+    devices: int
+    outcome: Outcome
+    why: str  # "said"（✅ の行が確かめられないと断る）、"equivalent"（その数で等価と表にある）、"" （説明なし）
+
+    @property
+    def explained(self) -> bool:
+        return bool(self.why)
+
+
+def fewer_devices_survivors(at: dict[int, list[Outcome]], equivalent_at: dict | None = None) -> list[Survivor]:
+    """少ないデバイスで生き残った変異体: ✅ の行が CANNOT_TELL の句で断っているか、表に「演習 @数」で等価とあるか。"""
+    from ch6.checking import CANNOT_TELL
+
+    equivalent_at = load_equivalent_at_fewer() if equivalent_at is None else equivalent_at
+    rows = []
+    for devices, outcomes in sorted(at.items(), reverse=True):
+        for o in outcomes:
+            if o.killed:
+                continue
+            why = ("said" if CANNOT_TELL in o.message
+                   else "equivalent" if (o.exercise, o.label, devices) in equivalent_at else "")
+            rows.append(Survivor(devices, o, why))
+    return rows
+
+
+def fewer_devices_report(killed: int, at: dict[int, list[Outcome]], survivors: list[Survivor]) -> str:
+    """演習ごとに、8 で見抜いて少ないデバイスで生き残った変異体（デバイスの数、演算子、行、説明、扱い）。"""
+    counts = ", ".join(f"{n} devices: {sum(not o.killed for o in at[n])} survive" for n in sorted(at, reverse=True))
+    lines = [f"mutants killed at {SCORE_DEVICES} devices, tried again at fewer: {killed} ({counts})"]
+    by_ex: dict[str, list[Survivor]] = {}
+    for s in survivors:
+        by_ex.setdefault(s.outcome.exercise, []).append(s)
+    for ex in sorted(by_ex, key=_order):
+        rows = by_ex[ex]
+        bad = sum(not s.explained for s in rows)
+        lines.append(f"{ex:8s} {len(rows):3d} survive at fewer devices, {bad} unexplained")
+        for s in rows:
+            o = s.outcome
+            mark = {"said": "said in ✅", "equivalent": "equivalent"}.get(s.why, "UNEXPLAINED")
+            lines.append(f"  {mark:12s} {s.devices} dev | {o.exercise} | {o.operator} | line {o.line} | {o.label}")
+    internal = [(n, o) for n, os_ in at.items() for o in os_ if o.status == "internal"]
+    for n, o in internal:
+        lines.append(f"  CHECKER ERROR at {n} devices | {o.exercise} | {o.label} :: {o.message[:120]}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
+    import json
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--min-score", type=float, default=0.95)
     ap.add_argument("--operators", action="store_true", help="print the operator table and exit")
     ap.add_argument("--verbose", action="store_true", help="print every mutant's status and the check's message")
+    ap.add_argument("--exercise", action="append", help="only this exercise's mutants (repeatable), e.g. 6.3b-2")
+    ap.add_argument("--devices", type=int, help="simulated CPU devices (JAX_NUM_CPU_DEVICES; default: the setup's 8)")
+    ap.add_argument("--fewer", action="store_true",
+                    help=f"then try the mutants killed here again at {', '.join(map(str, FEWER_DEVICES))} devices "
+                         "(one process per count) and report the survivors by exercise")
+    ap.add_argument("--only", type=Path, help="a JSON list of [exercise, label]: only those mutants (no score)")
+    ap.add_argument("--json", type=Path, help="write every outcome to this JSON file")
     args = ap.parse_args(argv)
     if args.operators:
         print(operator_table())
         return 0
+    if args.devices:  # JAX を読み込む前に（ノートブックの ch6.setup() は setdefault なので、これが勝つ）
+        os.environ["JAX_NUM_CPU_DEVICES"] = str(args.devices)
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     paths = [Path(p) for p in args.paths] or sorted((ROOT / "solutions").glob("*.ipynb"))
+    only = {tuple(pair) for pair in json.loads(args.only.read_text(encoding="utf-8"))} if args.only else None
+    exercises = set(args.exercise) if args.exercise else None
     outcomes = []
     for p in paths:
         start = time.perf_counter()
-        outcomes += run_notebook(p)
+        outcomes += run_notebook(p, only=only, exercises=exercises)
         print(f"{p.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], ensure_ascii=False),
+                             encoding="utf-8")
     if args.verbose:
         for o in outcomes:
             print(f"{o.exercise:8s} {o.status:7s} {o.operator:22s} {o.label} :: {o.message[:150]}")
+    if only is not None:  # 選んだ変異体だけ: スコアは数えない
+        return 0
     print(report(outcomes))
+    rc = 0
+    if args.fewer:
+        killed = {(o.exercise, o.label) for o in outcomes if o.killed and o.status != "broken"}
+        start = time.perf_counter()
+        at = run_at_counts(FEWER_DEVICES, paths, killed)
+        print(f"fewer devices: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        survivors = fewer_devices_survivors(at)
+        print(fewer_devices_report(len(killed), at, survivors))
+        rc = int(any(not s.explained for s in survivors))
     weak = weak_exercises(outcomes, args.min_score)
     if weak:
         print(f"exercises below {args.min_score:.0%} on their own: "
               + ", ".join(f"{ex} {s:.0%}" for ex, s in weak.items()), file=sys.stderr)
-    return 0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) and not weak else 1
+    return rc or (0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) and not weak else 1)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import re
+import resource
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,14 +220,35 @@ def test_equivalent_list_names_real_mutants():
         assert reason, f"{ex} | {label}: give a reason"
 
 
-@pytest.mark.skipif(
-    __import__("jax").device_count() < 8,
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+at_8_devices = pytest.mark.skipif(
+    __import__("jax").device_count() < mutate.SCORE_DEVICES,
     reason="the score is measured with the default 8 devices: with fewer, collectives and ring directions coincide "
            "(psum = pmean = pmax on one device, +1 = -1 on two), so those mutants are truly equivalent there")
-def test_mutation_score(record_property):
+
+
+SECONDS: dict[str, str] = {}  # 段ごとの壁時計と CPU の秒（要約に表示: CI の 2 コアで make test-mutation が何秒増えるか）
+
+
+def _cpu(who) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.fixture(scope="module")
+def outcomes_at_8():
+    """全解答の全変異体を 8 デバイスで（このプロセスで 1 度だけ）チェックに通した結果。"""
+    wall, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
     outcomes = []
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+    for path in SOLUTIONS:
         outcomes += mutate.run_notebook(path)
+    SECONDS["8"] = f"{time.perf_counter() - wall:.0f} s wall, {_cpu(resource.RUSAGE_SELF) - cpu:.0f} CPU-s"
+    return outcomes
+
+
+@at_8_devices
+def test_mutation_score(outcomes_at_8, record_property):
+    outcomes = outcomes_at_8
     killed, total, eq, score = mutate.score(outcomes)
     text = mutate.report(outcomes)
     record_property("mutation_report", text)
@@ -245,3 +268,54 @@ def test_mutation_score(record_property):
     counts = {ex: sum(o.status != "broken" for o in os_) for ex, os_ in mutate.per_exercise(outcomes).items()}
     stale_few = {ex for ex in mutate.load_few() if counts.get(ex, 0) >= mutate.MIN_MUTANTS}
     assert not stale_few, f"'(few mutants)' is listed for exercises that now have enough mutants: {sorted(stale_few)}"
+
+
+@at_8_devices
+def test_mutants_killed_at_8_devices_are_killed_at_3_and_1(outcomes_at_8, record_property):
+    """8 デバイスで見抜いた変異体を、3 と 1 デバイス（1 つの数に 1 プロセス）でもう一度チェックに通す。生き残って
+    よいのは、そのときの ✅ の行がその数では確かめられないと断るもの（ch6.checking.cannot_tell の句）か、
+    tools/mutants_equivalent.txt に「演習 @数」でその数では等価と理由つきで書いたものだけ。"""
+    killed = {(o.exercise, o.label) for o in outcomes_at_8 if o.killed and o.status != "broken"}
+    wall, cpu = time.perf_counter(), _cpu(resource.RUSAGE_CHILDREN)
+    at = mutate.run_at_counts(mutate.FEWER_DEVICES, SOLUTIONS, killed)
+    fewer = (f"{time.perf_counter() - wall:.0f} s wall, {_cpu(resource.RUSAGE_CHILDREN) - cpu:.0f} CPU-s "
+             f"(one process per count, two at a time)")
+    survivors = mutate.fewer_devices_survivors(at)
+    text = (mutate.fewer_devices_report(len(killed), at, survivors)
+            + f"\ntime: all mutants at 8 devices {SECONDS.get('8', '?')}; killed ones at "
+              f"{' and '.join(map(str, mutate.FEWER_DEVICES))} devices {fewer}")
+    record_property("mutation_devices_report", text)
+    for n, outcomes in at.items():
+        assert {(o.exercise, o.label) for o in outcomes} == killed, f"{n} devices did not try every mutant\n{text}"
+    broken = [(n, o.exercise, o.label, o.message[:200]) for n, os_ in at.items() for o in os_
+              if o.status in ("internal", "broken")]
+    assert not broken, f"the checker itself failed at fewer devices: {broken}\n{text}"
+    surviving = {(s.outcome.exercise, s.outcome.label, s.devices) for s in survivors}
+    stale = set(mutate.load_equivalent_at_fewer()) - surviving
+    assert not stale, f"tools/mutants_equivalent.txt lists '@devices' mutants that are killed there: {sorted(stale)}"
+    unexplained = [s for s in survivors if not s.explained]
+    assert not unexplained, (
+        f"mutants killed at 8 devices survive at fewer, and neither the check's ✅ line says that count cannot "
+        f"tell (ch6.checking.cannot_tell) nor tools/mutants_equivalent.txt lists them as '6.N-k @n':\n{text}")
+
+
+def test_fewer_devices_survivors_are_explained_by_the_pass_line_or_the_table(tmp_path):
+    from ch6.checking import CANNOT_TELL
+
+    table = tmp_path / "eq.txt"
+    table.write_text("6.9-1 | psum → pmean | 同じ値\n6.9-2 @1,3 | 向きを逆にする（i + 1） | 2 個のリングでは同じ\n",
+                     encoding="utf-8")
+    assert mutate.load_equivalent(table) == {("6.9-1", "psum → pmean"): "同じ値"}
+    assert ("6.9-2", "向きを逆にする（i + 1）") in mutate.load_equivalent(table, devices=3)
+    at_fewer = mutate.load_equivalent_at_fewer(table)
+    assert set(at_fewer) == {("6.9-2", "向きを逆にする（i + 1）", 1), ("6.9-2", "向きを逆にする（i + 1）", 3)}
+    at = {3: [mutate.Outcome("6.9-2", "向きを逆にする（i + 1）", "pass", "正解です。", operator="ring_direction"),
+              mutate.Outcome("6.9-3", "psum → pmax", "pass", f"正解です。…（デバイスが 3 個なので、x は{CANNOT_TELL}）"),
+              mutate.Outcome("6.9-3", "psum → pmean", "fail", "違います")],
+          1: [mutate.Outcome("6.9-4", "pmean を外す（通信しない）", "pass", "正解です。", line=7)]}
+    survivors = mutate.fewer_devices_survivors(at, at_fewer)
+    assert [(s.devices, s.outcome.exercise, s.why) for s in survivors] == [
+        (3, "6.9-2", "equivalent"), (3, "6.9-3", "said"), (1, "6.9-4", "")]
+    text = mutate.fewer_devices_report(3, at, survivors)
+    assert "UNEXPLAINED  1 dev | 6.9-4 |  | line 7 | pmean を外す（通信しない）" in text, text
+    assert re.search(r"6\.9-3 +1 survive at fewer devices, 0 unexplained", text), text

@@ -51,6 +51,10 @@ EXAMPLES = {
     "swap_return": "return x, mesh",
     "other_answer": 'return "b"',
     "dict_answers": 'return {"A": "none", "B": "all-gather"}',
+    "flip_bool_return": "if abs(x) < 1:\n    return False\nreturn x > 0 and mesh",
+    "drop_abs": "return jnp.abs(x) + abs(x)",
+    "loop_once": "for k in range(1, n):\n    x = x + k\nwhile x > 0:\n    x = x - 1\nreturn x",
+    "range_cap": "for k in range(1, n + 1):\n    x = x + k\nreturn x",
     "collective_by_gather": 'return lax.psum(x, "x")',
     "scatter_by_reduce": 'return lax.psum_scatter(x, "x", scatter_dimension=1, tiled=True)',
     "ppermute_by_gather": 'return lax.ppermute(x, "x", perm=[(0, 1), (1, 0)])',
@@ -162,3 +166,28 @@ def test_a_mutant_identical_to_the_solution_is_not_made():
     """return None, None の入れ替えのように、解答と同じソースになる変異は数えない。"""
     src = _cell("if x:\n    return None, None\nreturn x, mesh")
     assert [label for label, _ in mutate.mutants(src)].count("返すタプルの順番を入れ替える") == 1
+
+
+def test_bool_abs_and_loop_operators_make_the_slips_they_name():
+    """真偽の取り違え、絶対値の書き忘れ、ループの中の return（1 回で抜ける）、小さな例の大きさで打ち切る探索。"""
+    src = _cell('''for k in range(1, n + 1):
+    if not jnp.abs(x - k) < abs(k):
+        return False
+for i in range(n):
+    x = x + i
+while x > 0:
+    x = x - 1
+return x > 0 and mesh''', signature="def f(x, n, mesh):")
+    made = {label: text for label, text in mutate.mutants(src)}
+    assert "return True" in made["return False → return True"]
+    assert "return not (x > 0 and mesh)" in made["返す真偽を逆にする（x > 0 and mesh）"]
+    assert "if not x - k < abs(k)" in made["絶対値を外す（jnp.abs(x - k)）"]
+    assert "if not jnp.abs(x - k) < k" in made["絶対値を外す（abs(k)）"]
+    assert "range(1, min(n + 1, 1 + 4))" in made["ループを 4 回で打ち切る（range(1, n + 1)）"]
+    assert "range(min(n, 4))" in made["ループを 4 回で打ち切る（range(n)）"]
+    once = made["ループを 1 回で抜ける（while x > 0）"]
+    assert "x = x - 1\n        break" in once, once
+    assert "ループを 1 回で抜ける（for k in range(1, n + 1)）" in made
+    # == と != は negate_compare の変異体だけ（同じ変異を 2 度作らない）、定数の上限の range は打ち切らない
+    labels = [label for label, _ in mutate.mutants(_cell("for k in range(3):\n    x = x + k\nreturn x == 0"))]
+    assert not [lb for lb in labels if lb.startswith(("返す真偽", "ループを 4 回"))], labels
