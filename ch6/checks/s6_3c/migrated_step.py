@@ -11,6 +11,7 @@ from ...checking import (
     Fail,
     LearnerError,
     call,
+    cannot_tell,
     dict_entry,
     exercise,
     expect_close,
@@ -180,4 +181,6 @@ def check_migrated_step(fn):
         raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、損失（または勾配）だけを pmean しましょう。")
     found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
     shape = "×".join(str(v) for v in mesh.shape.values())
-    return f"メッシュ {shape} でレガシー版と同じ更新になり、2 回目はトレースし直しませんでした（集団通信: {found}）。"
+    # 1 個では集団通信がなく、pmean・psum・平均なしが同じ値になる
+    note = cannot_tell("全デバイスでの平均") if n == 1 else f"（集団通信: {found}）"
+    return f"メッシュ {shape} でレガシー版と同じ更新になり、2 回目はトレースし直しませんでした{note}。"

@@ -3,7 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import PSUM_NAMES, Fail, call, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ...checking import (
+    PSUM_NAMES,
+    Fail,
+    call,
+    cannot_tell,
+    exercise,
+    expect_close,
+    expect_shape,
+    f32,
+    is_close,
+    n_devices,
+)
 from .common import MESH_AXIS, exercise_rng, learner_eqns, pair, shard_map_axes
 
 # 6.3c-2 ------------------------------------------------------------------------------
@@ -93,4 +104,6 @@ def check_standardize_smap(fn):
         raise Fail("jaxpr に all_gather があります。データも統計量も集めずに、列ごとの平均と分散を lax.pmean で平均しましょう。")
     if not prims & PSUM_NAMES:
         raise Fail("jaxpr にデバイス間の平均（pmean）がありません。lax.pmean で全デバイスの統計量を求めます。")
-    return f"{n} デバイス × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています。"
+    # 1 個では pmean・psum・平均なしが同じ値で、out_axes=0 の mean も形 (d,) の 1 つのシャード
+    alone = cannot_tell("全デバイスでの平均と mean の複製") if n == 1 else ""
+    return f"{n} デバイス × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています{alone}。"

@@ -5,7 +5,7 @@ import dataclasses
 import unicodedata
 from collections.abc import Callable
 
-from ...checking import Fail, call, fmt, n_devices
+from ...checking import Fail, call, cannot_tell, fmt, n_devices
 
 CHOICES = ("a", "b", "c", "d")
 
@@ -99,9 +99,9 @@ def auto_mesh():
 
 
 def _single_note(correct: set[str], n: int) -> str:
+    """デバイス 1 個で区別できなくなった選択肢（どれも正解として扱う）を、✅ の行で断る。"""
     if n == 1 and len(correct) > 1:
-        letters = "・".join(sorted(correct))
-        return f"（デバイスが 1 個なので {letters} は区別できず、どれも正解として扱いました）"
+        return cannot_tell(f"選択肢 {'・'.join(sorted(correct))} の違い")
     return ""
 
 

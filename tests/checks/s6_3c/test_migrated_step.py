@@ -6,6 +6,7 @@ import pytest
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from ch6.checking import CANNOT_TELL, cannot_tell
 from tests.checkhelp import N, boom, expect, not_done
 
 LR_LOGISTIC = 0.5  # ノートブックの学習率（チェックは別の学習率を渡す）
@@ -181,3 +182,15 @@ def test_6_3c_1_retracing_is_named_correctly():
     expect("6.3c-1", make_no_jit, "fail", "2 回目もトレース", "jit がないか")
     # 損失を 2 度呼ぶだけの正しい答えを「作り直している」と誤って責めない
     expect("6.3c-1", make_double_loss, "pass", "トレースし直しませんでした")
+
+
+def test_6_3c_1_says_what_one_device_cannot_tell():
+    """デバイス 1 個では、損失を psum する答えも平均しない答えも解答例と同じ更新になる（tools/mutate.py が少ない
+    デバイスで試して見つけた）。✅ の行がそう断り、2 個以上では断らない（そこでは test_6_3c_1_wrong が落とす）。"""
+    msg = expect("6.3c-1", make_ref, "pass", "正解")
+    if N > 1:
+        assert CANNOT_TELL not in msg
+        return
+    assert cannot_tell("全デバイスでの平均") in msg
+    for fn in (make_psum_loss, make_local_loss):
+        expect("6.3c-1", fn, "pass", CANNOT_TELL)

@@ -5,6 +5,7 @@ import pytest
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from ch6.checking import CANNOT_TELL, cannot_tell
 from tests.checkhelp import N, boom, expect, not_done
 
 
@@ -123,3 +124,15 @@ def test_6_3c_2_wrong():
     expect("6.3c-2", not_done, "not_done")
     expect("6.3c-2", boom, "error", "ZeroDivisionError")
     expect("6.3c-2", jnp.ones(3), "fail", "関数を渡してください")
+
+
+def test_6_3c_2_says_what_one_device_cannot_tell():
+    """デバイス 1 個では、統計量を各デバイスの中だけで求めた答えも mean を out_axes=0 で返す答えも解答例と同じ値・形・
+    シャーディングになる（tools/mutate.py が少ないデバイスで試して見つけた）。✅ の行がそう断り、2 個以上では断らない。"""
+    msg = expect("6.3c-2", std_ref, "pass", "正解")
+    if N > 1:
+        assert CANNOT_TELL not in msg
+        return
+    assert cannot_tell("全デバイスでの平均と mean の複製") in msg
+    for fn in (std_local, std_mean_concatenated):
+        expect("6.3c-2", fn, "pass", CANNOT_TELL)
