@@ -56,6 +56,13 @@ def wrong_answer(kind, data, step, p, count, batch, seq, seed):
         order = np.random.default_rng((seed, e)).permutation(len(win))
         ids = [order[k % len(win)] for k in range(step * batch, (step + 1) * batch)]
         return win[np.asarray(ids)][p * per:(p + 1) * per]
+    if kind == "seed_sum":  # 種を (seed, e) の組ではなく seed + e にする
+        ids = [np.random.default_rng(seed + k // len(win)).permutation(len(win))[k % len(win)]
+               for k in range(step * batch, (step + 1) * batch)]
+        return win[np.asarray(ids)][p * per:(p + 1) * per]
+    if kind == "per_process_stride":  # ステップの先頭を step·B ではなく step·(B/P) にする
+        ids = stream_ids(len(win), step * per + p * per, per, seed)
+        return win[ids]
     if kind == "same_order":  # どのエポックも同じ並べ替え（エポック 0 の順序）
         ids = [np.random.default_rng((seed, 0)).permutation(len(win))[k % len(win)]
                for k in range(step * batch, (step + 1) * batch)]
@@ -70,6 +77,9 @@ _MISTAKES = (
     ("one_epoch", "エポックの境目で前のエポックの残りの窓を捨てています。窓の列はエポックをつないだものなので、境目をまたぐバッチは前のエポックの残りと次のエポックの先頭から作ります。"),
     ("batch_epoch", "境目をまたぐバッチで、次のエポックに入った窓にも前のエポックの順序を使っています。窓ごとに e = k // W を求め、そのエポックの順序から取ります。"),
     ("same_order", "どのエポックも同じ順序で窓を並べています。エポック e の順序は default_rng((seed, e)) の並べ替えです。"),
+    ("seed_sum", "乱数の種を seed + e にしています。エポック e の順序は、seed と e の組を渡した default_rng((seed, e)) の並べ替えです。"),
+    ("per_process_stride", "ステップ t の先頭を t·(B/P) にしています。グローバルバッチはプロセスの数によらず窓の列の t·B 番目から"
+                           "始まり、プロセス p はそこから p·B/P 行ずれた所を受け持ちます。"),
 )
 
 

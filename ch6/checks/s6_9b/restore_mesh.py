@@ -104,8 +104,15 @@ def _explain_orbax_error(err: LearnerError, where: str, directory: Path, spike: 
 
 
 def _cases(n: int, k: int) -> list[tuple[int, int]]:
-    """(デバイスの数, spike) の 3 つ: 保存のないステップ、保存のあるステップ、書きかけの後のステップで跳ねる。"""
-    sizes = sorted({n, max(1, n // 2)} | ({3} if n > 3 else set()), reverse=True)
+    """(デバイスの数, spike) の 3 つ: 保存のないステップ、保存のあるステップ、書きかけの後のステップで跳ねる。
+    デバイスの数の組には、tensor が 2 以上のメッシュ（lm.mesh_shape）を、作れるかぎり 1 つ入れる（3 個や 7 個では
+    どの半分も tensor が 1 なので 2 個を足す）。tensor が 1 のメッシュだけでは、規則 fsdp と fsdp_tp の違いが出ない。"""
+    from ...lm import mesh_shape
+
+    sizes = {n, max(1, n // 2)} | ({3} if n > 3 else set())
+    if n >= 2 and all(mesh_shape(m)[2] == 1 for m in sizes):
+        sizes.add(2)
+    sizes = sorted(sizes, reverse=True)
     spikes = (3 * k + 1, 4 * k, 6 * k + 1)
     return [(sizes[i % len(sizes)], spike) for i, spike in enumerate(spikes)]
 

@@ -42,6 +42,11 @@ def test_named_mistakes():
     expect(EX, _slip("batch_epoch"), Status.FAIL, "次のエポックに入った窓にも前のエポックの順序")
 
 
+def test_fresh_mistakes_from_the_statement():
+    expect(EX, _slip("seed_sum"), Status.FAIL, "seed + e", "default_rng((seed, e))")
+    expect(EX, _slip("per_process_stride"), Status.FAIL, "t·(B/P)", "t·B 番目")
+
+
 def test_shape_dtype_and_order():
     expect(EX, lambda *a: reference(*a)[:, :-1], Status.FAIL, "形")
     expect(EX, lambda *a: reference(*a).astype(np.float32), Status.FAIL, "整数")
