@@ -20,6 +20,9 @@ EXACT = (float(2**36), 2, float(2**14), 2**12, float(2**50), float(2**40))
 # （小さい B から上限つきで試す探索は届かない。式の B は 3004807.69… で、整数の境目から遠い）
 LARGE = (3e10, 2, 14_646.0, 8192, 1e15, 2e12)
 
+# 答えが 1 の組: 帯域が最大性能に比べて広いチップ（式の B は 0.25 で、B = 1 ですでに計算律速。0 は返さない）
+SMALL = (1e9, 2, 1000.0, 128, 1e12, 4e12)
+
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
     """compute_per_row·B >= mem_fixed + mem_per_row·B の最小の整数 B >= 1（なければ None）。"""
@@ -53,7 +56,7 @@ def _cases():
             continue                                            # 計算律速になる組 4 つと、ならない組 1 つ
         out.append((n, w, kv, ctx, flops, bw, b))
     out.sort(key=lambda c: c[-1] is None)
-    return [c[:-1] for c in out] + [EXACT, LARGE]
+    return [c[:-1] for c in out] + [EXACT, LARGE, SMALL]
 
 
 @exercise("6.10-2", "decode_critical_batch")
@@ -67,7 +70,7 @@ def check_decode_critical_batch(fn):
     if got == want:
         _check_tie(fn)
         return (f"隠しのモデルとチップ {len(cases) + 1} 通り（計算律速にならない組、差がちょうど 0 の組、等号で決まる組、"
-                "答えが約 300 万の組を含む）で、計算律速になる最小のバッチが一致しました。")
+                "答えが約 300 万の組、答えが 1 の組を含む）で、計算律速になる最小のバッチが一致しました。")
     mistakes = [
         (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
                              "FLOP は 2·B·N、読む KV は B·context·kv です（B·context トークン分の計算はしません）。"),
@@ -92,6 +95,9 @@ def check_decode_critical_batch(fn):
     if cases[k] == LARGE and (got[k] is None or got[k] < want[k] - 1):
         raise Fail(f"答えの大きい組（B = {want[k]:,}）で {got[k]!r} が返りました。B を小さい順に上限つきで試すと"
                    "届かないので、式を B について解くか、上限を設けずに探します。")
+    if cases[k] == SMALL and got[k] == 0:
+        raise Fail("B = 1 ですでに計算の時間がメモリの時間以上になる組で、0 を返しています。"
+                   "バッチは 1 以上なので、答えは 1 です（式の B が 1 より小さくても、1 に切り上げます）。")
     if got[k] is None:
         raise Fail(f"計算律速になる組で None を返しています。この組は B = {want[k]} で計算の時間がメモリの時間に届きます。")
     if got[k] == want[k] - 1:

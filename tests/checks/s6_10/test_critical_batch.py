@@ -87,6 +87,14 @@ def test_a_capped_search_is_named():
     expect(EX, _search(cap=10**5, at_cap=10**5), Status.FAIL, "答えの大きい組")
 
 
+def test_zero_when_one_batch_is_enough_is_named():
+    def from_zero(n, w, kv, ctx, flops, bw):                 # 式の B が 1 未満なら 0 と読む
+        gain = 2 * n / flops - ctx * kv / bw
+        x = None if gain <= 0 else w * n / bw / gain
+        return None if x is None else (math.ceil(x) if x >= 1 else 0)
+    expect(EX, from_zero, Status.FAIL, "0 を返しています", "答えは 1")
+
+
 def test_weight_bytes_per_value_forgotten_is_named():
     expect(EX, make(weight=1), Status.FAIL, "N（パラメータの数）のまま", "w·N")
 
