@@ -149,7 +149,6 @@ SCAN_PENDING = {
     "notebooks/6_3c_migration.ipynb",
     "notebooks/6_4_patterns.ipynb",
     "notebooks/6_5_summary.ipynb",
-    "notebooks/6_7_cost_memory.ipynb",
     "notebooks/6_8a_pipeline.ipynb",
     "notebooks/6_8b_sequence_expert.ipynb",
     "notebooks/6_9a_train.ipynb",
@@ -158,7 +157,6 @@ SCAN_PENDING = {
     "solutions/6_3c_migration.ipynb",
     "solutions/6_4_patterns.ipynb",
     "solutions/6_5_summary.ipynb",
-    "solutions/6_7_cost_memory.ipynb",
     "solutions/6_8b_sequence_expert.ipynb",
 }
 
@@ -539,7 +537,6 @@ LONG_PENDING = {
     "notebooks/6_3b_shard_map.ipynb",
     "notebooks/6_4_patterns.ipynb",
     "notebooks/6_6_multihost.ipynb",
-    "notebooks/6_7_cost_memory.ipynb",
     "notebooks/6_8a_pipeline.ipynb",
     "notebooks/6_8b_sequence_expert.ipynb",
     "notebooks/6_9a_train.ipynb",
@@ -553,7 +550,6 @@ LONG_PENDING = {
     "solutions/6_4_patterns.ipynb",
     "solutions/6_5_summary.ipynb",
     "solutions/6_6_multihost.ipynb",
-    "solutions/6_7_cost_memory.ipynb",
     "solutions/6_8a_pipeline.ipynb",
     "solutions/6_8b_sequence_expert.ipynb",
     "solutions/6_9a_train.ipynb",

@@ -46,6 +46,9 @@ def check_accumulated_value_and_grad(fn):
             continue
         if k > 1 and _grads_match(grads, want_grads, scale=k):
             raise Fail(f"勾配を k で割っていないので、k={k} で勾配が {k} 倍になりました。勾配の和を k で割ります。")
+        if _grads_match(grads, want_grads, scale=k / _B):
+            raise Fail(f"k={k} の勾配が {_B // k} 分の 1 で、勾配の和をバッチの大きさ {_B} で割っています。"
+                       "マイクロバッチの勾配はすでに平均なので、和を k で割ります。")
         try:
             same_tree = jax.tree.structure(grads) == jax.tree.structure(want_grads)
         except Exception:
@@ -59,12 +62,20 @@ def check_accumulated_value_and_grad(fn):
             raise Fail(f"k={k} の勾配が最後のマイクロバッチの勾配だけでした。scan のキャリーで k 個の勾配を足してから k で割ります。")
         raise Fail(f"k={k} の勾配がバッチ全体の勾配と一致しませんでした。どのマイクロバッチの勾配も足してから k で割ります。")
     lengths, size4 = _scan_lengths(fn, loss_fn, params, batch, 4)
+    _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
+    if not lengths and size4 == size2:
+        raise Fail("jaxpr に scan がなく、k を変えても式の数が同じなので、マイクロバッチを 1 つずつ回していません"
+                   "（バッチ全体や vmap で同時に計算すると、こうなります）。活性値を減らすには、lax.scan で 1 つずつ回します。")
     if not lengths:
         raise Fail("jaxpr に scan がないので、マイクロバッチを Python で回しています。lax.scan の中に 1 回分を書きます。")
     if 4 not in lengths:
-        raise Fail(f"scan が 1 件ずつ回っているので、k=4 の scan の長さが {sorted(set(lengths))} でした。"
-                   "scan はマイクロバッチ k 個を回します。")
-    _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
+        shown = sorted(set(lengths))
+        if _B // 4 in lengths:
+            raise Fail(f"k=4 の scan の長さが {_B // 4}（B/k）で、マイクロバッチの数と大きさを取り違えています。"
+                       "reshape(k, B // k, …) にして、k 個のマイクロバッチを scan で順に処理します。")
+        if _B in lengths:
+            raise Fail(f"scan が 1 件ずつ回っているので、k=4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
+        raise Fail(f"k=4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
     if size4 != size2:
         raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} から {size4} に変わったので、Python のループがマイクロバッチを"
                    "並べています。lax.scan の中に 1 回分を書きます。")

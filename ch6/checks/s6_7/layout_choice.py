@@ -5,7 +5,7 @@
 DP の勾配の all-reduce は逆伝播の裏に、FSDP（ZeRO-3）の順伝播の all-gather は順伝播の裏に、逆伝播の all-gather と
 reduce-scatter は逆伝播の裏に隠れる（そのため FSDP の計算律速のしきい値は DP と同じ）。TP の活性値の all-reduce
 （順伝播と逆伝播で L − 1 回）は次の層がすぐに使うので隠れず、足し算です。見積もりが同じなら、重ならないときの上界
-（隠すべき通信）の短いほう、それも同じならメモリの少ないほうを選ぶのも本編の 5 章と同じです。
+（隠すべき通信）の短いほう、それも同じならメモリの少ないほうを選ぶのも本編の 5 節と同じです。
 """
 from __future__ import annotations
 
@@ -19,11 +19,18 @@ TOL = 1e-9  # メモリも秒も、相対 1e-9 以内は等しい（問題文の
 
 
 def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: bool = False, dp_f32: bool = False,
-              tp_layers: int = 1, bw: str = "axis_bw", serial: bool = False) -> dict:
-    """方式 -> (1 デバイスのメモリ, 重なるときの秒, 重ならないときの上界の秒)。キーワードは、名指しする誤りの答えを作るため。"""
-    p, d, layers, tokens, act = model["params"], model["width"], model["layers"], model["tokens"], model["act"]
+              tp_layers: int = 1, bw: str = "axis_bw", serial: bool = False, tp_act_split: bool = False,
+              tp_state_full: bool = False, act_scale: float = 1.0, tp_gather: bool = False, tp_overlap: bool = False,
+              fsdp_fwd_serial: bool = False, math_whole: bool = False) -> dict:
+    """方式 -> (1 デバイスのメモリ, 重なるときの秒, 重ならないときの上界の秒)。キーワードは、名指しする誤りの答えを作るため
+    （tp_act_split: TP の活性値を 1/n、tp_state_full: TP の状態を 16P、act_scale: 活性値を何倍かに、tp_gather: TP の
+    活性値の通信を all-gather の秒、tp_overlap: TP の通信を計算と max、fsdp_fwd_serial: FSDP の順伝播の all-gather を和、
+    math_whole: 計算の秒を n で割らない）。"""
+    p, d, layers, tokens = model["params"], model["width"], model["layers"], model["tokens"]
+    act = model["act"] * act_scale
     w = getattr(hw, bw)
-    fwd, bwd = 2 * tokens * p / n / hw.flops, 4 * tokens * p / n / hw.flops
+    share = 1 if math_whole else n
+    fwd, bwd = 2 * tokens * p / share / hw.flops, 4 * tokens * p / share / hw.flops
     weights = BF16 * p
 
     def comm(t):  # 1 つの集団通信の秒。誤りの s = 1 は、n = 2 の秒の 2 倍（(2 − 1)/2 · 2 = 1）で作る
@@ -32,7 +39,8 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
     ar = comm(lambda k: all_reduce_time(weights, k, w))
     ag = comm(lambda k: all_gather_time(weights, k, w))
     rs = comm(lambda k: reduce_scatter_time(weights, k, w))
-    tp = comm(lambda k: all_reduce_time(BF16 * tokens * d, k, w)) * (layers - tp_layers)
+    act_time = all_gather_time if tp_gather else all_reduce_time
+    tp = comm(lambda k: act_time(BF16 * tokens * d, k, w)) * (layers - tp_layers)
     if dp_f32:
         ar *= 2
 
@@ -44,13 +52,17 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
     if fsdp_like_dp:
         fsdp = (fwd + overlapped(bwd, ar), fwd + bwd + ar)
     else:
-        fsdp = (overlapped(fwd, ag) + overlapped(bwd, ag + rs), fwd + bwd + 2 * ag + rs)
-    tp_step = step_time(fwd + bwd, tp).serial
+        first = step_time(fwd, ag).serial if fsdp_fwd_serial else overlapped(fwd, ag)
+        fsdp = (first + overlapped(bwd, ag + rs), fwd + bwd + 2 * ag + rs)
+    tp_step = step_time(fwd + bwd, tp)
+    tp_est = tp_step.overlapped if tp_overlap else tp_step.serial
+    # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、層の間の活性値はバッチ全体
+    tp_state = zero_memory_bytes(p, n, 0 if tp_state_full else 3)
+    tp_act = act * tokens * d * layers / (n if tp_act_split else 1)
     return {
         "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + overlapped(bwd, ar), fwd + bwd + ar),
         "FSDP": (zero_memory_bytes(p, n, 3) + act_dp, *fsdp),
-        # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、層の間の活性値はバッチ全体
-        "TP": (zero_memory_bytes(p, n, 3) + act * tokens * d * layers, tp_step, tp_step),
+        "TP": (tp_state + tp_act, tp_est, tp_step.serial),
     }
 
 
@@ -59,21 +71,25 @@ def _same(a: float, b: float) -> bool:
 
 
 def pick(table: dict, capacity: float, *, strict: bool = False, more_exposed: bool = False, reverse: bool = False,
-         use_memory: bool = True):
+         use_memory: bool = True, tie_break: str = "upper", exact: bool = False):
     """収まる方式（メモリ ≤ 容量、許容 TOL）のうち見積もりが最も短いもの。同じなら重ならないときの上界の短いもの、
     それも同じならメモリの少ないもの、それも同じなら DP・FSDP・TP の順で先のもの。
-    キーワードは名指しする誤りの答えを作るため（more_exposed: 上界の長いほうを選ぶ）。"""
+    キーワードは名指しする誤りの答えを作るため（more_exposed: 上界の長いほうを選ぶ、tie_break="memory": 上界を
+    比べずにメモリ、"order": 上界もメモリも比べずに順番、exact: 許容なしで比べる）。"""
     order = LAYOUTS[::-1] if reverse else LAYOUTS
     fits = [k for k in order if not use_memory
             or (table[k][0] < capacity if strict else table[k][0] <= capacity * (1 + TOL))]
+    same = (lambda a, b: a == b) if exact else _same
 
     def better(k, best) -> bool:
         (m, t, u), (bm, bt, bu) = table[k], table[best]
-        if not _same(t, bt):
+        if not same(t, bt):
             return t < bt
-        if not _same(u, bu):
+        if tie_break == "order":
+            return False
+        if tie_break == "upper" and not same(u, bu):
             return (u > bu) if more_exposed else (u < bu)
-        return not _same(m, bm) and m < bm
+        return not same(m, bm) and m < bm
 
     best = None
     for k in fits:
@@ -125,20 +141,50 @@ def cases(r):
     # FSDP の順伝播の all-gather が隠れきらない分（0.75 P/W）で、TP が FSDP より速くなる場面（DP は収まらない）
     m = _model(1e9, 45056, 2, 8 * 0.5 * bt)
     add("8 チップ・DP が収まらないとても広いモデル", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
+    # TP がいちばん速いが、バッチ全体の活性値を持つので収まらない（容量は FSDP と TP のメモリの間）
+    m = _model(1e9, 24576, 2, 8 * 0.5 * bt)
+    table = estimates(m, tpu, 8)
+    add("8 チップ・TP がいちばん速いが収まらない", tpu, 8, m, (table["FSDP"][0] + table["TP"][0]) / 2)
+    # 1 層のモデル: TP の all-reduce は L − 1 = 0 回で、計算律速なら 3 つの見積もりが同じ。上界は TP が最も短い
+    add("8 チップ・1 層のモデル・計算律速", tpu, 8, _model(1e9, 4096, 1, 8 * 2 * bt), 80e9)
+    # DP と TP の見積もりが同じ（TP が相対 1e-12 だけ長い: 許容の内側）で、FSDP は遅い。上界は TP が短く、メモリも TP が少ない
+    m = _model(1e9, 8192, 2, 8 * 0.5 * bt, 0.5)
+    ar = all_reduce_time(BF16 * 1e9, 8, tpu.axis_bw) - all_reduce_time(BF16 * m["tokens"] * m["width"], 8, tpu.axis_bw)
+    flops = 4 * m["tokens"] * m["params"] / (8 * ar) * (1 - 1e-12)  # DP = fwd + AR と TP = 3·fwd + AR_act が等しくなる C
+    add("8 チップ・DP と TP の見積もりが同じ", with_values(tpu, flops=flops), 8, m, 400e9)
     return out
 
 
-# 名指しする誤り: (estimates のキーワード, pick のキーワード, メッセージ)。答えの並びが丸ごと一致したら名指しする
+# 通信を hbm_bw で割る誤りと、計算の秒を n で割らない誤りは、どちらも通信が計算に比べて小さくなり、同じ答えになりうる
+_COMM_TINY = ("通信の秒が計算の秒に比べてとても小さい見積もりになっています（通信を hbm_bw で割るか、計算の秒を n で"
+              "割らないと、こうなります）。集団通信は axis_bw で割り、計算は n 個のデバイスで分担した秒です。")
+
+# 名指しする誤り: (estimates のキーワード, pick のキーワード, メッセージ)。答えの並びが丸ごと一致し、ほかの誤りの並びと
+# 重ならないときだけ名指しする
 MISTAKES = (
     ({}, dict(strict=True), "メモリが容量ちょうど（相対 1e-9 以内）の方式を収まらないとしています。容量以下なら収まります。"),
-    ({}, dict(more_exposed=True), "見積もりが同じ方式の中で、隠す通信の多いほうを選んでいます。同じなら重ならないときの上界が短い方式です。"),
+    ({}, dict(more_exposed=True), "見積もりが同じ方式の中で、重ならないときの上界が長い方式を選んでいます。"
+                                  "同じなら上界の短い方式（隠す通信の少ない方式）です。"),
+    ({}, dict(tie_break="memory"), "見積もりが同じ方式の中で、上界を比べずにメモリの少ない方式を選んでいます。"
+                                   "先に重ならないときの上界を比べ、それも同じときだけメモリで選びます。"),
+    ({}, dict(tie_break="order"), "見積もりが同じ方式の中で、上界もメモリも比べずに DP・FSDP・TP の順で選んでいます。"
+                                  "同じなら重ならないときの上界の短い方式です。"),
+    ({}, dict(exact=True), "見積もりの差が相対 1e-9 以内の方式を、違う値として比べています。"
+                           "相対 1e-9 以内は同じとみなし、重ならないときの上界で選びます。"),
+    (dict(tp_act_split=True), {}, "TP の活性値を 1/n で数えています。TP は層の間の活性値をバッチ全体で持つので a·B·D·L です。"),
+    (dict(tp_state_full=True), {}, "TP の重み・勾配・最適化器の状態を 16P のまま数えています。TP はそれらを n に分割するので 16P/n です。"),
+    (dict(act_scale=2.0), {}, "活性値のメモリを 2 倍で数えています。a·(B/n)·D·L（TP は a·B·D·L）をそのままバイト数とします。"),
+    (dict(tp_gather=True), {}, "TP の活性値の通信を all_gather_time で見積もっています。行に分割した層の出力を足す通信は all_reduce_time です。"),
+    (dict(tp_overlap=True), {}, "TP の通信を計算と重ねています（max）。TP の all-reduce は次の層がすぐに使うので、計算に足します。"),
+    (dict(fsdp_fwd_serial=True), {}, "FSDP の順伝播の all-gather を順伝播の計算に足しています。順伝播の裏に隠れるので max です。"),
     ({}, dict(reverse=True), "秒もメモリも同じとき、TP・FSDP・DP の順で選んでいます。同じなら DP・FSDP・TP の順で先の方式です。"),
     ({}, dict(use_memory=False), "メモリを見ずに、いちばん速い方式を選んでいます。まず容量以下の方式に絞り、なければ None です。"),
     (dict(fsdp_like_dp=True), {}, "FSDP の通信を DP と同じにしています。FSDP は順伝播でも重みを all-gather し、順伝播の計算より長ければ差が残ります。"),
     (dict(dp_f32=True), {}, "DP の勾配を 4 バイトで数えたので、all-reduce が 2 倍です。勾配は bf16 の 2 バイト（2P バイト）で送ります。"),
     (dict(s_one=True), {}, "集団通信の (n − 1)/n を 1 にしています。n = 2 では送る量が半分で、n = 1 なら通信はありません。"),
     (dict(tp_layers=0), {}, "TP の all-reduce を L 回と数えています。順伝播と逆伝播を合わせて L − 1 回です。"),
-    (dict(bw="hbm_bw"), {}, "通信の秒を HBM の帯域 hbm_bw で割っています。集団通信はチップ間の axis_bw で割ります。"),
+    (dict(bw="hbm_bw"), {}, _COMM_TINY),
+    (dict(math_whole=True), {}, _COMM_TINY),
     (dict(bw="link_oneway"), {}, "TPU の通信をリンクの片方向 link_oneway で割っています。軸のリングは両方向の axis_bw で割ります。"),
     (dict(bw="all_axes_bw"), {}, "通信をすべての軸の帯域 all_axes_bw で割っています。1 つのメッシュ軸のリングは axis_bw です。"),
     (dict(serial=True), {}, "DP と FSDP の通信を計算に足しています。勾配の通信は逆伝播の裏、重みの all-gather は順伝播の裏に隠れます（max）。"),
@@ -162,9 +208,12 @@ def check_choose_layout(fn):
     got = [_name(call(fn, dict(model), hw, n), label) for label, model, hw, n in todo]
     want = [reference_layout(model, hw, n) for _, model, hw, n in todo]
     if got == want:
-        return f"隠しのモデルとチップの行の {len(todo)} 場面で方式が一致しました（n = 1 と容量ちょうどを含みます）。"
-    for est_kw, pick_kw, message in MISTAKES:
-        if got == [pick(estimates(m, hw, n, **est_kw), hw.hbm_bytes, **pick_kw) for _, m, hw, n in todo]:
+        return (f"隠しのモデルとチップの行の {len(todo)} 場面で方式が一致しました"
+                "（n = 1、容量ちょうど、1 層のモデル、見積もりが同じ場面を含みます）。")
+    slips = [([pick(estimates(m, hw, n, **est_kw), hw.hbm_bytes, **pick_kw) for _, m, hw, n in todo], message)
+             for est_kw, pick_kw, message in MISTAKES]
+    for answers, message in slips:
+        if got == answers and all(a != answers or text == message for a, text in slips):
             raise Fail(message)
     k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
     label, model, hw, n = todo[k]

@@ -1,7 +1,7 @@
 """6.7-3 fewest_microbatches: メモリの予算（一時領域）に収まる、いちばん少ないマイクロバッチの数。"""
 from __future__ import annotations
 
-from ...checking import Fail, call, exercise
+from ...checking import Fail, LearnerError, call, exercise
 from ..chips import number
 from .common import pair, reference_accumulate, rng, tanh_model
 
@@ -9,6 +9,7 @@ _B = 12  # 約数 1, 2, 3, 4, 6, 12（3 と 6 は 2 のべき乗ではない）
 _DIVISORS = tuple(k for k in range(1, _B + 1) if _B % k == 0)
 _TEMPS: dict[tuple[int, int], int] = {}
 _ARGS: dict[int, int] = {}
+_OUTS: dict[int, int] = {}
 
 
 def _model():
@@ -24,7 +25,8 @@ def _temp(k: int) -> int:
         params, batch, loss_fn = _model()
         step = jax.jit(reference_accumulate, static_argnums=(0, 3))
         mem = step.lower(loss_fn, params, batch, k).compile().memory_analysis()
-        _TEMPS[key], _ARGS[key[0]] = mem.temp_size_in_bytes, mem.argument_size_in_bytes
+        _TEMPS[key], _ARGS[key[0]], _OUTS[key[0]] = (mem.temp_size_in_bytes, mem.argument_size_in_bytes,
+                                                     mem.output_size_in_bytes)
     return _TEMPS[key]
 
 
@@ -33,6 +35,28 @@ def _with_args(k: int) -> int:
     import jax
 
     return _temp(k) + _ARGS[jax.device_count()]
+
+
+def _with_output(k: int) -> int:
+    """一時領域 + 出力（予算と比べるものを取り違える、もう 1 つの形）。"""
+    import jax
+
+    return _temp(k) + _OUTS[jax.device_count()]
+
+
+def _call(fn, *args):
+    """学習者の関数を呼ぶ。jax.jit の static_argnums を忘れたときの JAX のエラーは、その理由を言う。"""
+    try:
+        return call(fn, *args)
+    except LearnerError as exc:
+        text = str(exc.exc)
+        if "as an abstract array" in text and "function" in text:
+            raise Fail("jax.jit が loss_fn（関数）を配列として受け取ろうとして、エラーになりました。"
+                       "static_argnums=(0, 3) で、loss_fn と k を静的な引数にします。") from None
+        if "concrete values of integer type" in text or "TracerIntegerConversionError" in type(exc.exc).__name__:
+            raise Fail("k がトレーサになり、reshape の形に使えませんでした。"
+                       "static_argnums=(0, 3) で、k も静的な引数にします。") from None
+        raise
 
 
 def _first_fit(budget: float, ks=_DIVISORS, strict: bool = False, size=_temp):
@@ -62,7 +86,7 @@ def check_fewest_microbatches(fn):
     smallest = _temp(_B)  # マイクロバッチ 1 件ずつがいちばん小さい
     # 予算: 3 で初めて収まる予算（少し余裕）、3 のちょうど、どれでも収まる予算、k=B だけが収まる予算、どれも収まらない予算
     budgets = [_temp(3) + 8, _temp(3), _temp(1) + 4096, smallest, smallest - 1]
-    answers = [_answer(call(fn, reference_accumulate, loss_fn, params, batch, b), b) for b in budgets]
+    answers = [_answer(_call(fn, reference_accumulate, loss_fn, params, batch, b), b) for b in budgets]
     got = [k for k, _ in answers]
     want = [_first_fit(b) for b in budgets]
     pow2 = tuple(k for k in _DIVISORS if k & (k - 1) == 0)
@@ -79,9 +103,14 @@ def check_fewest_microbatches(fn):
         if got == [_first_fit(b, pow2) for b in budgets]:
             raise Fail(f"2 のべき乗だけを試したので、k=3（一時領域 {_temp(3):,} バイト）が収まる予算で k={got[0]} が返りました。"
                        "すべての約数を小さい順に試します。")
-        if got == [_first_fit(b, size=_with_args) for b in budgets]:
-            raise Fail(f"一時領域に引数を足して予算と比べたので、予算 {budgets[0]:,} バイトで k=3 のはずが k={got[0]} でした。"
-                       "比べるのは temp_size_in_bytes だけです。")
+        plus = [name for name, size in (("引数", _with_args), ("出力", _with_output))
+                if got == [_first_fit(b, size=size) for b in budgets]]
+        if plus:
+            raise Fail(f"一時領域に{'か'.join(plus)}を足した値で予算と比べたときと同じで、予算 {budgets[0]:,} バイトで"
+                       f" k=3 のはずが k={got[0]} でした。比べるのは temp_size_in_bytes だけです。")
+        if got == [_first_fit(b, _DIVISORS[::-1]) for b in budgets]:
+            raise Fail(f"収まる中でいちばん大きい k を返しているので、予算 {budgets[0]:,} バイトで k=3 のはずが k={got[0]} でした。"
+                       "小さい順に試し、最初に収まる k を選びます。")
         i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
         budget, g, w = budgets[i], got[i], want[i]
         if w is None:

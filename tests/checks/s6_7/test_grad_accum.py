@@ -1,5 +1,6 @@
 """6.7-2 accumulated_value_and_grad: 参照と別の正解は通り、和のまま、最後のマイクロバッチだけ、Python のループ、
-1 サンプルずつの scan、勾配だけを返す答えはそれぞれの言葉で落ちる。"""
+1 サンプルずつの scan、勾配だけを返す答え、vmap で同時に計算する答え、マイクロバッチの数と大きさの取り違え、
+勾配をバッチの大きさで割る答えはそれぞれの言葉で落ちる。"""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -75,7 +76,7 @@ def test_wrong_answers_are_named():
     expect("6.7-2", last_only, "fail", "最後のマイクロバッチの勾配だけ")
     expect("6.7-2", python_loop, "fail", "scan がない", "Python で回して")
     expect("6.7-2", per_sample_scan, "fail", "1 件ずつ回って", "scan の長さが [12]")
-    expect("6.7-2", no_scan, "fail", "scan がない")
+    expect("6.7-2", no_scan, "fail", "scan がなく", "1 つずつ回していません")
 
     def strided_last_only(loss_fn, params, batch, k):
         loss, _ = ref(loss_fn, params, batch, k)
@@ -88,6 +89,35 @@ def test_wrong_answers_are_named():
     expect("6.7-2", wrong_loss, "fail", "のはずが", "平均の損失")
     expect("6.7-2", lambda f, p, b, k: ref(f, p, b, k)[1], "fail", "2 つ組")
     expect("6.7-2", lambda f, p, b, k: (ref(f, p, b, k)[0], [0.0]), "fail", "同じ形の pytree")
+
+
+def _scan_sum(loss_fn, params, micro, divide):
+    def body(total, mb):
+        return jax.tree.map(jnp.add, total, jax.value_and_grad(loss_fn)(params, mb)), None
+
+    zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))
+    (loss, grads), _ = lax.scan(body, zero, micro)
+    return loss / divide[0], jax.tree.map(lambda g: g / divide[1], grads)
+
+
+def test_fresh_slips_from_the_statement():
+    # vmap でマイクロバッチを同時に計算する（値は合うが、scan がない）
+    def vmapped(loss_fn, params, batch, k):
+        loss, grads = jax.vmap(lambda mb: jax.value_and_grad(loss_fn)(params, mb))(_split(batch, k))
+        return loss.mean(), jax.tree.map(lambda g: g.mean(0), grads)
+    expect("6.7-2", vmapped, "fail", "scan がなく", "1 つずつ回していません")
+
+    # reshape(B // k, k, …): マイクロバッチの数と大きさを取り違え、scan の長さが B/k（値は合う）
+    def swapped(loss_fn, params, batch, k):
+        n = jax.tree.leaves(batch)[0].shape[0] // k
+        micro = jax.tree.map(lambda a: a.reshape(n, k, *a.shape[1:]), batch)
+        return _scan_sum(loss_fn, params, micro, (n, n))
+    expect("6.7-2", swapped, "fail", "scan の長さが 3（B/k）", "数と大きさを取り違えて")
+
+    # 勾配の和をバッチの大きさ B で割る
+    def by_batch_size(loss_fn, params, batch, k):
+        return _scan_sum(loss_fn, params, _split(batch, k), (k, jax.tree.leaves(batch)[0].shape[0]))
+    expect("6.7-2", by_batch_size, "fail", "バッチの大きさ 12 で割って")
 
 
 def test_python_loop_inside_scan_of_length_k_is_caught_by_size():

@@ -1,39 +1,46 @@
 """6.7-5 choose_layout: 参照と別の正解（表にしてから 1 列ずつ絞る）は通り、学習者の試しで通ってしまった誤り
 （< で収まる、タイブレークが逆、FSDP を DP のバイトで、DP の bf16 を忘れる、s = 1、TP を L 回、hbm_bw で割る、
-候補の順が逆）と、許容なし、上界を見ずにメモリで決める、メモリを見ない、片方向の帯域、すべての軸の帯域、
-重ねずに足す答えは、それぞれの言葉で落ちる。"""
+候補の順が逆）と、許容なし、上界を見ずにメモリで決める、上界もメモリも見ずに順番で決める、見積もりを許容なしで比べる、
+メモリを見ない、片方向の帯域、すべての軸の帯域、重ねずに足す、TP の活性値を 1/n・TP の状態を 16P・活性値を 2 倍で
+数える、TP の通信を all-gather の秒や max で見積もる、FSDP の順伝播の all-gather を足す答えは、それぞれの言葉で落ちる。"""
 import pytest
 
 from ch6 import cost
 from tests.checkhelp import boom, expect, not_done
 
 
-def table(model, hw, n, *, s_one=False, fsdp_like_dp=False, dp_bytes=2, tp_count=None, bw="axis_bw", serial=False):
+def table(model, hw, n, *, s_one=False, fsdp_like_dp=False, dp_bytes=2, tp_count=None, bw="axis_bw", serial=False,
+          tp_act_div=False, tp_state_full=False, act_bytes=1, tp_gather=False, tp_overlap=False, fsdp_fwd_serial=False,
+          math_whole=False):
     """方式 -> (メモリ, 見積もり, 重ならないときの上界)。キーワードは誤りの答えを作るため。"""
     p, d, layers, tokens, act = (model[k] for k in ("params", "width", "layers", "tokens", "act"))
+    act = act * act_bytes
     w = getattr(hw, bw)
     s = 1.0 if s_one else (n - 1) / n
-    fwd, bwd = 2 * tokens * p / n / hw.flops, 4 * tokens * p / n / hw.flops
+    share = 1 if math_whole else n
+    fwd, bwd = 2 * tokens * p / share / hw.flops, 4 * tokens * p / share / hw.flops
     ag = 2 * p * s / w
     ar_dp = 2 * dp_bytes * p * s / w
-    tp = (layers - 1 if tp_count is None else tp_count(layers)) * 2 * (2 * tokens * d) * s / w
+    tp = (layers - 1 if tp_count is None else tp_count(layers)) * (1 if tp_gather else 2) * (2 * tokens * d) * s / w
     both = (lambda a, b: a + b) if serial else max
     act_split = act * tokens / n * d * layers
     if fsdp_like_dp:
         fsdp = (fwd + both(bwd, ar_dp), fwd + bwd + ar_dp)
     else:
-        fsdp = (both(fwd, ag) + both(bwd, 2 * ag), fwd + bwd + 3 * ag)
+        fsdp = ((fwd + ag if fsdp_fwd_serial else both(fwd, ag)) + both(bwd, 2 * ag), fwd + bwd + 3 * ag)
+    tp_mem = (16 * p if tp_state_full else 16 * p / n) + act * tokens * d * layers / (n if tp_act_div else 1)
     return {
         "DP": (16 * p + act_split, fwd + both(bwd, ar_dp), fwd + bwd + ar_dp),
         "FSDP": (16 * p / n + act_split, *fsdp),
-        "TP": (16 * p / n + act * tokens * d * layers, fwd + bwd + tp, fwd + bwd + tp),
+        "TP": (tp_mem, max(fwd + bwd, tp) if tp_overlap else fwd + bwd + tp, fwd + bwd + tp),
     }
 
 
-def make(strict=False, tie="exposed", order=("DP", "FSDP", "TP"), memory=True, tol=1e-9, **kw):
-    """tie: 見積もりが同じときの選び方（"exposed" が規則、"more_exposed" は逆、"memory" は上界を見ずにメモリ）。"""
+def make(strict=False, tie="exposed", order=("DP", "FSDP", "TP"), memory=True, tol=1e-9, tie_tol=1e-9, **kw):
+    """tie: 見積もりが同じときの選び方（"exposed" が規則、"more_exposed" は逆、"memory" は上界を見ずにメモリ、
+    "order" は上界もメモリも見ずに順番）。tie_tol は秒とメモリを同じとみなす幅（0 なら許容なし）。"""
     def same(a, b):
-        return abs(a - b) <= 1e-9 * max(a, b)
+        return abs(a - b) <= tie_tol * max(a, b)
 
     def choose_layout(model, hw, n):
         rows = table(model, hw, n, **kw)
@@ -48,6 +55,8 @@ def make(strict=False, tie="exposed", order=("DP", "FSDP", "TP"), memory=True, t
             bm, bt, bu = rows[best]
             if not same(t, bt):
                 better = t < bt
+            elif tie == "order":
+                better = False
             elif tie != "memory" and not same(u, bu):
                 better = (u > bu) if tie == "more_exposed" else (u < bu)
             else:
@@ -99,20 +108,30 @@ def test_correct(fn):
 @pytest.mark.parametrize(("fn", "words"), [
     (make(strict=True), ("容量ちょうど（相対 1e-9 以内）", "収まらない")),
     (make(strict=True, tol=0.0), ("容量ちょうど（相対 1e-9 以内）",)),  # <= でも許容なしなら同じ誤り
-    (make(tie="more_exposed"), ("隠す通信の多いほう",)),
-    (make(tie="memory"), ("隠す通信の多いほう", "上界が短い")),
+    (make(tie="more_exposed"), ("上界が長い方式",)),
+    (make(tie="memory"), ("上界を比べずにメモリの少ない方式",)),
+    (make(tie="order"), ("上界もメモリも比べずに DP・FSDP・TP の順",)),
+    (make(tie_tol=0.0), ("相対 1e-9 以内の方式を、違う値として",)),
+    (make(tp_act_div=True), ("TP の活性値を 1/n",)),
+    (make(tp_state_full=True), ("16P のまま",)),
+    (make(act_bytes=2), ("活性値のメモリを 2 倍",)),
+    (make(tp_gather=True), ("all_gather_time", "all_reduce_time")),
+    (make(tp_overlap=True), ("TP の通信を計算と重ねて",)),
+    (make(fsdp_fwd_serial=True), ("FSDP の順伝播の all-gather を順伝播の計算に足して",)),
     (make(fsdp_like_dp=True), ("FSDP の通信を DP と同じ", "順伝播でも")),
     (make(dp_bytes=4), ("4 バイト", "bf16")),
     (make(s_one=True), ("(n − 1)/n を 1", "n = 1 なら通信はありません")),
     (make(tp_count=lambda layers: layers), ("L 回と数えて", "L − 1 回")),
     (make(bw="hbm_bw"), ("hbm_bw", "axis_bw")),
+    (make(math_whole=True), ("計算の秒を n で", "分担した秒")),
     (make(order=("TP", "FSDP", "DP")), ("TP・FSDP・DP の順",)),
     (make(memory=False), ("メモリを見ずに",)),
     (make(bw="link_oneway"), ("片方向 link_oneway",)),
     (make(bw="all_axes_bw"), ("all_axes_bw",)),
     (make(serial=True), ("計算に足して", "max")),
-], ids=["strict", "no-tolerance", "tie-break-reversed", "tie-by-memory", "fsdp-dp-bytes", "dp-f32", "s-one", "tp-L", "hbm", "order-reversed",
-        "no-memory", "oneway", "all-axes", "serial"])
+], ids=["strict", "no-tolerance", "tie-break-reversed", "tie-by-memory", "tie-by-order", "tie-no-tolerance", "tp-act-split",
+        "tp-state-full", "act-doubled", "tp-gather", "tp-overlap", "fsdp-forward-serial", "fsdp-dp-bytes", "dp-f32", "s-one",
+        "tp-L", "hbm", "math-whole", "order-reversed", "no-memory", "oneway", "all-axes", "serial"])
 def test_named_slips(fn, words):
     expect("6.7-5", fn, "fail", *words)
 

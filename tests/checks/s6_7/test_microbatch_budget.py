@@ -1,5 +1,5 @@
 """6.7-3 fewest_microbatches: 参照と別の正解は通り、いちばん大きい k、予算ちょうどを飛ばす（<）、2 のべき乗だけ、
-None を返さない、一時領域の値の違い、引数まで数える答えはそれぞれの言葉で落ちる。"""
+None を返さない、一時領域の値の違い、引数や出力まで数える答え、static_argnums を忘れる答えはそれぞれの言葉で落ちる。"""
 import jax
 import pytest
 
@@ -8,7 +8,8 @@ from tests.checkhelp import boom, expect, not_done
 
 def _temp(accumulate, loss_fn, params, batch, k, what="temp"):
     m = jax.jit(accumulate, static_argnums=(0, 3)).lower(loss_fn, params, batch, k).compile().memory_analysis()
-    return m.temp_size_in_bytes if what == "temp" else m.temp_size_in_bytes + m.argument_size_in_bytes
+    extra = {"temp": 0, "temp+args": m.argument_size_in_bytes, "temp+out": m.output_size_in_bytes}[what]
+    return m.temp_size_in_bytes + extra
 
 
 def _size(batch):
@@ -51,9 +52,10 @@ def test_wrong_answers_are_named():
     expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k=1（マイクロバッチ 1 つ）を試していない")
     expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "fail", "2 のべき乗だけ", "すべての約数")
     expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 6) if n % k == 0]), "fail", "いちばん小さい k")
-    expect("6.7-3", make(largest=True), "fail", "いちばん小さい k", "小さい順")
+    expect("6.7-3", make(largest=True), "fail", "いちばん大きい k", "小さい順")
     expect("6.7-3", make(none=(12, 0)), "fail", "(None, None)")
-    expect("6.7-3", make(what="temp+args"), "fail", "引数を足して", "temp_size_in_bytes")
+    expect("6.7-3", make(what="temp+args"), "fail", "引数", "足した値", "temp_size_in_bytes")
+    expect("6.7-3", make(what="temp+out"), "fail", "出力", "足した値", "temp_size_in_bytes")
     expect("6.7-3", lambda acc, f, p, b, budget: (1, _temp(acc, f, p, b, 1)), "fail", "超えるので")
 
     def reports_args_too(acc, f, p, b, budget):
@@ -63,6 +65,19 @@ def test_wrong_answers_are_named():
     expect("6.7-3", lambda *a: (None, None), "fail", "None ではなく k=3")
     expect("6.7-3", lambda *a: (5, 0), "fail", "約数ではありません")
     expect("6.7-3", lambda *a: 3, "fail", "2 つ組")
+
+
+def test_jit_without_static_arguments_is_explained():
+    def jit_plain(accumulate, loss_fn, params, batch, budget, static=None):
+        n = _size(batch)
+        step = jax.jit(accumulate) if static is None else jax.jit(accumulate, static_argnums=static)
+        for k in (k for k in range(1, n + 1) if n % k == 0):
+            t = step.lower(loss_fn, params, batch, k).compile().memory_analysis().temp_size_in_bytes
+            if t <= budget:
+                return k, t
+        return None, None
+    expect("6.7-3", jit_plain, "fail", "loss_fn（関数）を配列として", "static_argnums=(0, 3)")
+    expect("6.7-3", lambda *a: jit_plain(*a, static=(0,)), "fail", "k がトレーサ", "static_argnums=(0, 3)")
 
 
 def test_not_done_and_learner_error():

@@ -1,5 +1,6 @@
-"""6.7-4 choose_remat: 参照と別の正解は通り、名指しする誤り（< で比べる、5 % の許容なし、残差の多いほう、後ろの候補、
-一時領域と比べる、FLOP を見ない 2 通り）、呼ぶたびに jit を作り直す関数、jit しない関数、名前と違う方針はそれぞれの言葉で落ちる。"""
+"""6.7-4 choose_remat: 参照と別の正解は通り、名指しする誤り（< で比べる、5 % の許容なし、同じ FLOP の中で FLOP の少ない
+ほう・残差の多いほう・残差を見ずに先の候補・後ろの候補、一時領域で比べる、引数を除いた残差で比べる、FLOP を見ない 2 通り、
+順伝播の FLOP、広すぎる同点の幅）、呼ぶたびに jit を作り直す関数、jit しない関数、名前と違う方針はそれぞれの言葉で落ちる。"""
 import jax
 import pytest
 
@@ -9,30 +10,38 @@ _MEASURED = {}
 
 
 def _measure(make_loss, params, x, policy, lowered=False):
-    """(残差のバイト数, 勾配の FLOP, 一時領域): 方針ごとに 1 度だけ測る（テストを速くするため）。"""
+    """方針ごとに 1 度だけ測る（テストを速くするため）: 残差のバイト数、勾配の FLOP、一時領域、引数を除いた残差、
+    順伝播の FLOP。"""
     key = (id(policy), lowered, jax.device_count())
     if key not in _MEASURED:
         loss = make_loss(policy)
         _, vjp_fn = jax.vjp(loss, params, x)
         saved = sum(a.nbytes for a in jax.tree.leaves(vjp_fn))
+        args = sum(a.nbytes for a in jax.tree.leaves((params, x)))
+        forward = jax.jit(loss).lower(params, x).compile().cost_analysis()["flops"]
         low = jax.jit(jax.grad(loss)).lower(params, x)
         if lowered:
-            _MEASURED[key] = (saved, low.cost_analysis()["flops"], 0)
+            _MEASURED[key] = dict(bytes=saved, flops=low.cost_analysis()["flops"], temp=0, no_args=saved - args,
+                                  forward=forward)
         else:
             compiled = low.compile()
-            _MEASURED[key] = (saved, compiled.cost_analysis()["flops"], compiled.memory_analysis().temp_size_in_bytes)
+            _MEASURED[key] = dict(bytes=saved, flops=compiled.cost_analysis()["flops"],
+                                  temp=compiled.memory_analysis().temp_size_in_bytes, no_args=saved - args,
+                                  forward=forward)
     return _MEASURED[key]
 
 
-def chooser(strict=False, tie=1.05, more_bytes=False, last=False, size=0, by="flops", lowered=False,
+def chooser(strict=False, tie=1.05, then="bytes", size="bytes", flops="flops", by="flops", lowered=False,
             make_fn=None):
-    """規則の一部を変えた choose_remat（誤りの答えを作る）。make_fn(make_loss, policy) が返す関数を返す。"""
+    """規則の一部を変えた choose_remat（誤りの答えを作る）。size は残差として比べる値（"bytes"・"temp"・"no_args"）、
+    flops は比べる FLOP（"flops" が勾配、"forward" が順伝播）、then は同じ FLOP とみなす候補の中の選び方
+    （"bytes"・"more"・"last"・"order"・"flops"）。make_fn(make_loss, policy) が返す関数を返す。"""
     def choose_remat(make_loss, params, x, candidates, budget):
         rows = []
         for i, (name, policy) in enumerate(candidates.items()):
             m = _measure(make_loss, params, x, policy, lowered)
             if (m[size] < budget) if strict else (m[size] <= budget):
-                rows.append((m[1], m[0], i, name, policy))
+                rows.append((m[flops], m[size], i, name, policy))
         if not rows:
             return None, None
         if by == "first":
@@ -42,7 +51,9 @@ def chooser(strict=False, tie=1.05, more_bytes=False, last=False, size=0, by="fl
         else:
             low = min(r[0] for r in rows)
             tied = [r for r in rows if r[0] <= tie * low]
-            pick = min(tied, key=lambda r: ((-1 if more_bytes else 1) * r[1], -r[2] if last else r[2]))
+            keys = {"bytes": lambda r: (r[1], r[2]), "more": lambda r: (-r[1], r[2]), "last": lambda r: (r[1], -r[2]),
+                    "order": lambda r: r[2], "flops": lambda r: (r[0], r[2])}
+            pick = min(tied, key=keys[then])
         fn = (make_fn or (lambda ml, p: jax.jit(jax.grad(ml(p)))))(make_loss, pick[4])
         return pick[3], fn
     return choose_remat
@@ -97,13 +108,19 @@ def test_other_correct(fn):
 
 @pytest.mark.parametrize(("kw", "words"), [
     (dict(strict=True), ("< で比べている", "<=")),
-    (dict(tie=1.0), ("5 % 以内",)),
-    (dict(more_bytes=True), ("残差の多いほう",)),
-    (dict(last=True), ("後ろの候補",)),
-    (dict(size=2), ("一時領域", "temp_size_in_bytes")),
+    (dict(tie=1.0), ("5 % 以内の候補から、FLOP のいちばん少ない",)),
+    (dict(then="flops"), ("5 % 以内の候補から、FLOP のいちばん少ない",)),  # 同点の幅はとったが、その中で FLOP で選ぶ
+    (dict(then="order"), ("残差を見ずに candidates の先の候補",)),
+    (dict(then="more"), ("残差のいちばん多い候補",)),
+    (dict(then="last"), ("後ろの候補",)),
+    (dict(size="temp"), ("一時領域", "temp_size_in_bytes")),
+    (dict(size="no_args"), ("引数（params と x）の分を除いて", "引数も含みます")),  # 本編の表示のように引数の行を除いた
     (dict(by="first"), ("収まる最初の候補",)),
-    (dict(by="bytes"), ("残差のいちばん少ない",)),
-], ids=["strict", "no-tie", "more-bytes", "last", "temp", "first-fit", "fewest-bytes"])
+    (dict(by="bytes"), ("残差のいちばん少ない候補を選んで",)),
+    (dict(flops="forward"), ("残差のいちばん少ない候補を選んで", "順伝播ではなく jax.grad")),  # 順伝播の FLOP は方針で変わらない
+    (dict(tie=1.5), ("残差のいちばん少ない候補を選んで", "1.05 倍以内")),  # 同点の幅が広すぎる
+], ids=["strict", "no-tie", "tie-then-flops", "tie-then-order", "more-bytes", "last", "temp", "no-args", "first-fit",
+        "fewest-bytes", "forward-flops", "wide-tie"])
 def test_named_choice_mistakes(kw, words):
     expect("6.7-4", chooser(**kw), "fail", *words)
 
