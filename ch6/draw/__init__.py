@@ -12,7 +12,7 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`timeline`: 処理の段階（集める → 計算 → 配る …）の帯
 - :func:`process_grid`: 各プロセスが報告した値から、プロセス → デバイス → グローバルメッシュ（と配列の行）
 - :func:`roofline`・:func:`step_times`・:func:`memory_bars`・:func:`decision`: コストとメモリ（6.7 節、cost.py）
-- :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: 系列並列とエキスパート並列（6.8b 節、sequence.py）
+- :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: コンテキスト並列とエキスパート並列（6.8b 節、sequence.py）
 - :func:`pipeline_schedule`・:func:`bubble_fractions`: パイプラインのスケジュール表とバブルの割合（6.8a 節、pipeline.py）
 - :func:`slot_occupancy`: 連続バッチ処理のスロットの占有（6.10 節、serving.py）
 - :func:`loss_curves`: 損失の曲線を重ね、基準との差が許容誤差の中にあることを副題に書く（6.9 節、capstone.py）
