@@ -42,8 +42,13 @@ def _plus_s(n_stages, target, n_virtual=1):  # 分母を V·M + S にした
     return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * m + n_stages) <= Fraction(target) + Fraction(TOL))
 
 
-def _no_virtual(n_stages, target, n_virtual=1):  # V を使わない
+def _no_virtual(n_stages, target, n_virtual=1):  # V を使わない（分母と分子に同じ V を掛けても同じ）
     return smallest_m(n_stages, target)
+
+
+def _numerator_s(n_stages, target, n_virtual=1):  # 分子を S − 1 でなく S にした
+    limit = Fraction(target) + Fraction(TOL)
+    return _smallest(lambda m: Fraction(n_stages, n_virtual * m + n_stages - 1) <= limit)
 
 
 def _virtual_everywhere(n_stages, target, n_virtual=1):  # 分母全体に V を掛けた
@@ -138,8 +143,11 @@ def check_microbatches_for_bubble(fn):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母を V·M + S にしていますが、"
                    "ティックは V·M + S − 1 です。")
     if same_as(_no_virtual):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。V を使っていませんが、"
-                   "1 デバイスが V 個のステージを持つとバブルは (S − 1)/(V·M + S − 1) です。")
+        raise Fail(f"{what}: 答えが {want} になるはずが、V = 1 のときの M と同じ {got} でした。"
+                   "1 デバイスが V 個のステージを持つと、バブルは (S − 1)/(V·M + S − 1) で、V が掛かるのは M だけです。")
+    if same_as(_numerator_s):
+        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分子を S にしていますが、"
+                   "埋まるまでのティックは S − 1 なので、バブルは (S − 1)/(V·M + S − 1) です。")
     if same_as(_virtual_everywhere):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
                    "V 倍になるのは V·M だけで、S − 1 は変わりません。")

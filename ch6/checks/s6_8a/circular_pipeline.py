@@ -2,14 +2,17 @@
 
 デバイス d は層 v·S + d（v = 0 … V − 1）を持ち、マイクロバッチ S 個がリングを V 周して L = V·S 層を通ります。
 チェックは隠しの軸の名前・V・幅で自前の scan（V·S + S − 1 ティック）を回し、学習者の 1 ティックを呼びます。
-1 次元のメッシュのあと、もう 1 本の軸を持つ 2 次元のメッシュでも回します（デバイスの数を軸の大きさでなく
-jax.device_count() で読むと、2 次元のメッシュでだけ違いが出る）。
+V・1 マイクロバッチのサンプル数・幅は、どのデバイスの数でも S と違い、互いにも違う値にします（V と S を取り違えると
+値が変わる）。1 次元のメッシュのあと、もう 1 本の軸を持つ 2 次元のメッシュでも回します（デバイスの数を軸の大きさでなく
+jax.device_count() で読むと、2 次元のメッシュでだけ違いが出る）。奇数のデバイス数では、1 つ少ないデバイスで 2 次元の
+メッシュを作ります。1 デバイスでは 2 次元のメッシュを作れず、2 デバイス以下では ppermute の向きを値でも組でも
+見分けられないので、✅ の行でそう言います。
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, f32, fmt, is_close, n_devices, walk
+from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, n_devices, walk
 from ...meshes import mesh_2d_shape
 from .common import exercise_rng
 
@@ -19,25 +22,31 @@ ROWS = "pp_rows"    # 2 次元のメッシュのもう 1 本の軸
 
 ROUND_OFFSETS = {"local": lambda t, d: t - d, "global": lambda t, d: t, "plus_d": lambda t, d: t + d,
                  "late": lambda t, d: t - d + 1, "early": lambda t, d: t - d - 1}
-FRESH_UNTIL = {"first_round": lambda n: n, "le": lambda n: n + 1, "short": lambda n: n - 1}
+FRESH_UNTIL = {"first_round": lambda n, v: n, "le": lambda n, v: n + 1, "short": lambda n, v: n - 1,
+               "rounds": lambda n, v: v}
 
 
-def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wrap=True, swap=False):
+def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wrap=True, swap=False,
+              round_by="S", clip_to="V"):
     """NumPy で回すインターリーブのパイプライン。戻り値はティックごと・デバイスごとの出力 ys[d, t]。
 
     w_dev[d, v] はデバイス d の v 周目の層。誤りの名前を言うために、規則を変えても回せる:
     round_rule="global"（周を t // S で決める。"plus_d" は (t + d) // S、"late"・"early" は (t − d ± 1) // S）、
     fresh="always"（デバイス 0 が毎回新しい入力を取る。"le" は t <= S、"short" は t < S − 1 まで）、
     shift=-1（逆向きに送る）、wrap=False（最後のデバイスから最初へ戻さない）、
-    swap=True（戻り値の順が逆: state にそのデバイスの y が入り、y として ppermute の結果が返る）。"""
+    swap=True（戻り値の順が逆: state にそのデバイスの y が入り、y として ppermute の結果が返る）、
+    V と S の取り違え: round_by="V"（周の番号を V で割る）、clip_to="S"（v を 0 … S − 1 にクリップ）、
+    fresh="rounds"（デバイス 0 が t < V の間 x_fresh を取る）。"""
     n, v_count = w_dev.shape[:2]
     ticks = v_count * n + n - 1
     state = np.zeros((n,) + xs.shape[1:])
     ys = np.zeros((n, ticks) + xs.shape[1:])
     for t in range(ticks):
         for d in range(n):
-            v = min(max(ROUND_OFFSETS[round_rule](t, d) // n, 0), v_count - 1)
-            take = d == 0 and (fresh == "always" or t < FRESH_UNTIL[fresh](n))
+            v = min(max(ROUND_OFFSETS[round_rule](t, d) // (v_count if round_by == "V" else n), 0),
+                    (n if clip_to == "S" else v_count) - 1)
+            v = min(v, v_count - 1)  # JAX の添字は範囲の外を端に寄せる
+            take = d == 0 and (fresh == "always" or t < FRESH_UNTIL[fresh](n, v_count))
             x_in = xs[min(t, n - 1)] if take else state[d]
             ys[d, t] = np.tanh(x_in @ w_dev[d, v])
         new = np.zeros_like(state)
@@ -135,7 +144,7 @@ def _explain_jax_error(exc: BaseException) -> None:
         raise Fail("周の番号 v が整数になっていません。(t − d) を / ではなく // で S で割ります。") from None
 
 
-def _perms_or_fail(run, w, xs, n: int):
+def _perms_or_fail(run, w, xs, n: int, v_count: int):
     try:
         perms, others = _traced_perms(run, w, xs)
     except LearnerError as exc:
@@ -154,9 +163,15 @@ def _perms_or_fail(run, w, xs, n: int):
     for perm in perms:
         if perm == right:
             continue
+        if v_count != n and perm == frozenset((i, (i + 1) % v_count) for i in range(v_count)):
+            raise Fail(f"ppermute の組が {v_count} 個のデバイスの輪で、デバイスの数を w.shape[0]（V = {v_count}）から"
+                       f"求めています。デバイスの数 S = {n} は lax.axis_size(axis_name) で求めます。")
         i, got = _first_wrong_pair(perm, n)
         where = (f"デバイス {i} から {(i + 1) % n} へ送る組がありません。" if got is None
                  else f"デバイス {i} の送信先が {(i + 1) % n} になるはずが {got} でした。")
+        if n == 3 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
+            raise Fail(f"ppermute の組で、{where}これは逆向きに送る組で、3 デバイスでは 2 つ先へ送る組とも同じです。"
+                       "送信先は (i + 1) % n です。")
         if n > 2 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
             raise Fail(f"ppermute の向きが逆で、{where}組は (送信元, 送信先) です。")
         if perm == frozenset((a, a + 1) for a in range(n - 1)):
@@ -176,7 +191,7 @@ def _run(fn, mesh, w_dev, xs, v_count: int, mb: int, width: int):
     n = mesh.shape[AXIS]
     w_put = jax.device_put(w_dev, NamedSharding(mesh, P(AXIS)))
     run = _driver(fn, mesh, v_count, mb, width)
-    _perms_or_fail(run, w_put, xs, n)
+    _perms_or_fail(run, w_put, xs, n, v_count)
     try:
         got = np.asarray(call(run, w_put, xs), dtype=np.float64)
     except LearnerError as exc:
@@ -185,13 +200,32 @@ def _run(fn, mesh, w_dev, xs, v_count: int, mb: int, width: int):
     return final_outputs(got, v_count)
 
 
+def sizes(n: int) -> tuple[int, int, int]:
+    """(V, 1 マイクロバッチのサンプル数, 幅): どれも S = n と違い、互いにも違う（取り違えると形か値が変わる）。"""
+    free = [k for k in range(2, 12) if k != n]
+    return free[1], free[0], free[3]
+
+
+def second_mesh(n: int):
+    """(メッシュ, 軸 AXIS の大きさ, 使うデバイスの数): 軸 AXIS がデバイスの総数より小さい 2 次元のメッシュ。
+    偶数なら全デバイスを (2, n/2) に、奇数なら 1 つ少ないデバイスを (1, n − 1) に並べる。1 デバイスでは作れない（None）。"""
+    import jax
+
+    if n == 1:
+        return None, 0, 0
+    if n % 2 == 0:
+        n_pp, rows = mesh_2d_shape(n)
+        return jax.make_mesh((rows, n_pp), (ROWS, AXIS)), n_pp, n
+    return jax.make_mesh((1, n - 1), (ROWS, AXIS), devices=jax.devices()[: n - 1]), n - 1, n - 1
+
+
 @exercise("6.8a-1", "circular_tick")
 def check_circular_tick(fn):
     import jax
 
     n = n_devices()
     rng = exercise_rng(1)
-    v_count, mb, width = 3, 2, 5
+    v_count, mb, width = sizes(n)
     w_dev = f32(rng.normal(size=(n, v_count, width, width)) / np.sqrt(width))
     xs = f32(rng.normal(size=(n, mb, width)))
     out = _run(fn, jax.make_mesh((n,), (AXIS,)), w_dev, xs, v_count, mb, width)
@@ -211,32 +245,47 @@ def check_circular_tick(fn):
              "デバイス 0 が x_fresh を取るのがティック S − 2 までです。新しい入力は t < S の S 個のティックで取ります。"),
             ({"swap": True},
              "戻り値の順が逆で、(y, 次の state) を返しています。(ppermute の結果, y) の順に返します。"),
+            ({"round_by": "V"},
+             "周の番号を V（w.shape[0]）で割っています。1 周は S ティックなので、v = (t − d) // S です。"),
+            ({"clip_to": "S"},
+             "周の番号 v を 0 … S − 1 にクリップしています。v は 0 … V − 1（V = w.shape[0]）の周の番号です。"),
+            ({"fresh": "rounds"},
+             "デバイス 0 が x_fresh を取るのが t < V（w.shape[0]）のティックです。新しい入力は t < S の S 個のティックで取ります。"),
         ]
-        for kw, message in variants:
-            if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
-                raise Fail(message)
         v0 = np.zeros_like(w_dev)
         v0[:] = w_dev[:, :1]
+        # V と S を取り違える誤り（最後の 3 つ）は、w[0] だけを使う答えと同じ値になることがあるので、その後で調べる
+        for kw, message in variants[:-3]:
+            if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
+                raise Fail(message)
         if is_close(out, final_outputs(reference(v0, xs), v_count), rtol=1e-4, atol=1e-5):
             raise Fail("どの周でも w[0] を使っています。v 周目の層は w[v] です。")
         if is_close(out, final_outputs(reference(v0, xs, fresh="always"), v_count), rtol=1e-4, atol=1e-5):
             raise Fail("本編の GPipe の 1 ティックのままで、デバイス 0 が毎回 x_fresh を取り、w[0] だけを使っています。"
                        "新しい入力は t < S のときだけで、v 周目の層は w[v] です。")
+        for kw, message in variants[-3:]:
+            if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
+                raise Fail(message)
         raise Fail(f"最後の周の出力が、1 デバイスで全 {v_count * n} 層を通した値と一致しませんでした。"
                    "x_in を選び、y = tanh(x_in @ w[v]) を計算して、(次の state, y) の順に返します。")
 
     # 2 次元のメッシュ: 軸 AXIS の大きさは全デバイスの数より小さい
-    n_pp, rows = mesh_2d_shape(n)
-    if rows > 1:
+    mesh2, n_pp, used = second_mesh(n)
+    if mesh2 is not None:
         w2 = f32(rng.normal(size=(n_pp, v_count, width, width)) / np.sqrt(width))
         xs2 = f32(rng.normal(size=(n_pp, mb, width)))
-        mesh2 = jax.make_mesh((rows, n_pp), (ROWS, AXIS))
         try:
             out2 = _run(fn, mesh2, w2, xs2, v_count, mb, width)
         except (Fail, LearnerError):
             out2 = None
         if out2 is None or not is_close(out2, final_outputs(reference(w2, xs2), v_count), rtol=1e-4, atol=1e-5):
-            raise Fail(f"軸が 2 本のメッシュで、軸 axis_name の大きさ {n_pp} ではなく全デバイスの数 {n} を使っています。"
-                       "lax.axis_size(axis_name) で求めます。")
-    where = f"{n} デバイス" + (f"と {rows} × {n_pp} のメッシュ" if rows > 1 else "")
-    return f"{where}、{v_count} 周で、最後の周の出力が全層を順に通した値と一致しました。"
+            raise Fail(f"1 次元のメッシュでは合い、軸 axis_name の大きさが {n_pp}（全デバイスは {n} 個）の 2 次元のメッシュで"
+                       "合いません。デバイスの数は lax.axis_size(axis_name) で求めます。")
+    rows = mesh2.shape[ROWS] if mesh2 is not None else 0
+    where = f"{n} デバイス" + (f"と {rows} × {n_pp} のメッシュ（デバイス {used} 個）" if mesh2 is not None else "")
+    note = ""
+    if n == 1:
+        note = cannot_tell("ppermute の向きと組、d による周のずれ、戻り値の順、軸の大きさの取り違え")
+    elif n == 2:
+        note = cannot_tell("右隣と左隣が同じデバイスになり、ppermute の向き")
+    return f"{where}、S = {n}、V = {v_count} で、最後の周の出力が全層を順に通した値と一致しました。{note}"

@@ -1,7 +1,8 @@
 """6.8a-2 peak_activations: スケジュールの表から、ステージごとに持っておく活性値の数の最大を数える。
 
 隠しの表は GPipe・1F1B・順伝播を先に何個か行う順番のほか、「まとめて流す」順番（いくつかずつ F を行ってから、その B を
-行う）を含む。最後の表では最大が最初の B より後に来るので、「最初の B までの F の数」という近道は通らない。
+行う）と、順伝播だけの表を含む。まとめて流す表では最大が最初の B より後に来るので、「最初の B までの F の数」という
+近道は通らない。順伝播だけの表では行の終わりに活性値が残るので、行をつないで数える答えは通らない。
 """
 from __future__ import annotations
 
@@ -81,6 +82,38 @@ def _answer(fn, table, n: int, what: str) -> list[int]:
     return _as_counts(got, n, what)
 
 
+def _rows_joined(table) -> list[int]:
+    """すべての行を 1 本につないで数えた数（前の行の終わりに残った数を次の行へ持ち越す）。"""
+    out, live = [], 0
+    for row in table:
+        best = live
+        for e in row:
+            live += 1 if e.startswith("F") else -1 if e.startswith("B") else 0
+            best = max(best, live)
+        out.append(best)
+    return out
+
+
+def _along_columns(table) -> list[int]:
+    """列（同じティックのステージ）の向きに足して、各行の最大をとった数。"""
+    steps = np.array([[1 if e.startswith("F") else -1 if e.startswith("B") else 0 for e in row] for row in table])
+    return [int(v) for v in np.cumsum(steps, axis=0).max(axis=1)]
+
+
+def _max_before_increment(table) -> list[int]:
+    """各ティックで、B なら 1 減らしてから最大をとり、F ならその後で 1 増やした数（F のティックで保存した活性値を
+    最大に数えない）。"""
+    out = []
+    for row in table:
+        live = best = 0
+        for e in row:
+            live -= e.startswith("B")
+            best = max(best, live)
+            live += e.startswith("F")
+        out.append(best)
+    return out
+
+
 def _before_first_backward(table) -> list[int]:
     """最初の B までの F の数（まとめて流す順番では最大にならない）。"""
     out = []
@@ -104,13 +137,14 @@ def check_peak_activations(fn):
     cases = [("GPipe", simulate(gpipe_order(n, m))),
              ("1F1B", simulate(one_f_one_b_order(n, m))),
              (f"順伝播を先に {warm} 個ずつ行う順番", simulate(warmup_order(m, warm))),
-             (f"{groups} 個ずつまとめて流す順番", simulate([_burst_order(m, groups) for _ in range(n)]))]
+             (f"{groups} 個ずつまとめて流す順番", simulate([_burst_order(m, groups) for _ in range(n)])),
+             ("順伝播だけの順番", simulate([[("F", k) for k in range(m)] for _ in range(n)]))]
     whats = [f"{name}{' ' if name[-1].isascii() else ''}の表（{n} ステージ、M = {m}）" for name, _ in cases]
     tables = [table for _, table in cases]
     gots = [_answer(fn, table, n, what) for (_, table), what in zip(cases, whats)]
     wants = [peak_stored(table) for table in tables]
     if gots == wants:
-        return (f"{n} ステージ、M = {m} の {len(cases)} つの表（GPipe、1F1B、ほか 2 つの順番）で一致しました"
+        return (f"{n} ステージ、M = {m} の {len(cases)} つの表（GPipe、1F1B、ほか 3 つの順番）で一致しました"
                 f"（1F1B は {wants[1]}）。")
 
     def same_as(rule) -> bool:  # 誤りの名前は、すべての表で同じ答えになるときだけ言う
@@ -136,4 +170,10 @@ def check_peak_activations(fn):
         raise Fail(said + "どのステージも 1 少ないので、F のティックで 1 増やした後の数も最大に入れます。")
     if same_as(_before_first_backward):
         raise Fail(said + "最初の B までの F を数えていますが、最大はその後に来ることがあります。")
+    if same_as(_rows_joined):
+        raise Fail(said + "行をつないで、前のステージの残りを持ち越して数えています。ステージごとに 0 から数えます。")
+    if same_as(_along_columns):
+        raise Fail(said + "列（ティック）の向きに数えています。1 行が 1 ステージなので、行ごとに左から数えます。")
+    if same_as(_max_before_increment):
+        raise Fail(said + "F で 1 増やす前に最大をとっています。F のティックで保存した活性値も、最大に入れます。")
     raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")

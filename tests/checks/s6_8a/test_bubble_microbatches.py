@@ -97,7 +97,32 @@ def test_m_plus_s_is_named():
 
 
 def test_ignoring_v_is_named():
-    expect("6.8a-3", ignores_virtual, Status.FAIL, "V を使っていません")
+    expect("6.8a-3", ignores_virtual, Status.FAIL, "V = 1 のときの M と同じ", "V が掛かるのは M だけ")
+
+
+def test_fresh_slips_from_the_statement():
+    # 埋まるまでのティックにも V を掛ける（分母と分子に同じ V）: V を使わないのと同じ値になり、そう言う
+    def virtual_fill_too(n_stages, target, n_virtual=1):
+        m = 1
+        while (n_stages - 1) * n_virtual / (n_virtual * m + (n_stages - 1) * n_virtual) > target + 1e-9:
+            m += 1
+        return m
+    expect("6.8a-3", virtual_fill_too, Status.FAIL, "V = 1 のときの M と同じ")
+
+    # 分子を S にする（埋まるまでのティックを S と数える）
+    def numerator_s(n_stages, target, n_virtual=1):
+        m = 1
+        while n_stages / (n_virtual * m + n_stages - 1) > target + 1e-9:
+            m += 1
+        return m
+    expect("6.8a-3", numerator_s, Status.FAIL, "分子を S に", "S − 1")
+
+    # 式を解いて切り上げるが、1 より小さい答えを 1 にしない（目標 1 で 0）
+    def no_lower_bound(n_stages, target, n_virtual=1):
+        if n_stages == 1:
+            return 1
+        return math.ceil((n_stages - 1) * (1 - target) / (target * n_virtual) - 1e-9)
+    expect("6.8a-3", no_lower_bound, Status.FAIL, "1 以上", "目標が 1 以上")
 
 
 def test_v_on_the_whole_denominator_is_named():

@@ -1,13 +1,15 @@
 """6.8a-1 circular_tick: 正しい 1 ティックは通り、ppermute の組の誤りと値の誤りはそれぞれの言葉で落ちる。
 向きの誤りは 3 デバイス以上、戻す組の欠けは 2 デバイス以上でしか見分けられない（1 デバイスでは同じ計算）。
-デバイスの数を jax.device_count() で読む誤りは、偶数のデバイス数（2 次元のメッシュが作れる）でだけ見分けられる。"""
+デバイスの数を jax.device_count() で読む誤りは、2 デバイス以上（奇数なら 1 つ少ないデバイスの 2 次元のメッシュ）で
+見分けられる。見分けられないデバイスの数では、誤りの答えも通り、✅ の行がそのことを言う。
+V と S を取り違える誤り（V で割る、S でクリップ、t < V まで新しい入力、w.shape[0] を S に）は、どのデバイスの数でも落ちる。"""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
 
 from ch6 import Status
+from ch6.checking import CANNOT_TELL
 from ch6.checks.s6_8a.circular_pipeline import final_outputs, reference
 from tests.checkhelp import boom, expect, not_done
 
@@ -81,28 +83,48 @@ def test_reference_simulator_is_the_unsplit_model():
 
 
 def test_reference_and_other_correct_answers_pass():
-    expect("6.8a-1", make_tick(), Status.PASS, "最後の周の出力", *(["のメッシュ"] if N % 2 == 0 else []))
+    msg = expect("6.8a-1", make_tick(), Status.PASS, "最後の周の出力", *(["のメッシュ"] if N > 1 else []))
+    assert (CANNOT_TELL in msg) == (N <= 2), msg  # 1 デバイスと 2 デバイスでは、確かめられないことを言う
     expect("6.8a-1", with_select, Status.PASS)
 
 
-@pytest.mark.skipif(N < 3, reason="2 デバイス以下では向きが同じ組になる")
+def passes_saying_it_cannot_tell(fn, *words):
+    """このデバイスの数では見分けられない誤り: ✅ になり、その行が確かめられないことを言う。"""
+    return expect("6.8a-1", fn, Status.PASS, CANNOT_TELL, *words)
+
+
 def test_wrong_direction_is_named():
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)]), Status.FAIL, "向きが逆",
-           "デバイス 0 の送信先が 1 になるはずが")
+    reverse = make_tick(perm_of=lambda n: [(i, (i - 1) % n) for i in range(n)])
+    if N <= 2:  # 右隣と左隣が同じデバイス（1 デバイスでは自分）
+        passes_saying_it_cannot_tell(reverse, "ppermute の向き")
+    elif N == 3:  # 逆向きと 2 つ先が同じ組
+        expect("6.8a-1", reverse, Status.FAIL, "逆向きに送る組", "2 つ先へ送る組とも同じ")
+    else:
+        expect("6.8a-1", reverse, Status.FAIL, "向きが逆", "デバイス 0 の送信先が 1 になるはずが")
 
 
-@pytest.mark.skipif(N < 2, reason="1 デバイスでは戻す組しかない")
 def test_missing_wrap_around_is_named():
-    msg = expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)]), Status.FAIL,
-                 f"最後のデバイス {N - 1} から 0 へ戻す組がありません")
+    no_wrap = make_tick(perm_of=lambda n: [(i, i + 1) for i in range(n - 1)])
+    if N == 1:  # 組が 1 つもない ppermute は、1 デバイスでは何もしない ppermute と同じ値
+        expect("6.8a-1", no_wrap, Status.FAIL)
+        return
+    msg = expect("6.8a-1", no_wrap, Status.FAIL, f"最後のデバイス {N - 1} から 0 へ戻す組がありません")
     assert "…" not in msg and "なし" not in msg  # 省略した同じに見える列ではなく、違う位置を文で言う
 
 
-@pytest.mark.skipif(N < 4, reason="3 デバイス以下では 2 つ先が自分か 1 つ先か逆向きと同じ")
 def test_two_hops_and_other_perms_are_named():
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, (i + 2) % n) for i in range(n)]), Status.FAIL, "2 つ先")
-    expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL,
-           "ppermute の組で、デバイス 0 の送信先が 1 になるはずが 0 でした")
+    two_hops = make_tick(perm_of=lambda n: [(i, (i + 2) % n) for i in range(n)])
+    if N == 1:
+        passes_saying_it_cannot_tell(two_hops)
+    elif N == 3:
+        expect("6.8a-1", two_hops, Status.FAIL, "2 つ先へ送る組とも同じ")
+    elif N == 2:  # 2 つ先は自分
+        expect("6.8a-1", two_hops, Status.FAIL, "デバイス 0 の送信先が 1 になるはずが 0 でした")
+    else:
+        expect("6.8a-1", two_hops, Status.FAIL, "2 つ先")
+    if N > 1:
+        expect("6.8a-1", make_tick(perm_of=lambda n: [(i, i) for i in range(n)]), Status.FAIL,
+               "ppermute の組で、デバイス 0 の送信先が 1 になるはずが 0 でした")
 
 
 def test_no_ppermute_is_named():
@@ -124,8 +146,10 @@ def test_all_gather_instead_of_ppermute_is_named():
     expect("6.8a-1", gather_send, Status.FAIL, "ppermute の代わりに all_gather", "n − 1 倍")
 
 
-@pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t と t − d が同じ")
 def test_global_round_is_named():
+    if N == 1:  # d = 0 なので t と t − d が同じ
+        passes_saying_it_cannot_tell(make_tick(round_of=lambda t, d: t), "d による周のずれ")
+        return
     expect("6.8a-1", make_tick(round_of=lambda t, d: t), Status.FAIL, "(t − d) // S")
 
 
@@ -137,14 +161,18 @@ def test_first_weight_every_round_is_named():
     expect("6.8a-1", make_tick(first_weight=True), Status.FAIL, "w[0]")
 
 
-@pytest.mark.skipif(N < 2, reason="1 デバイスでは送っても自分に戻るので、入れ替えても同じ")
 def test_swapped_return_is_named():
+    if N == 1:  # 送っても自分に戻るので、入れ替えても同じ
+        passes_saying_it_cannot_tell(make_tick(swap=True), "戻り値の順")
+        return
     expect("6.8a-1", make_tick(swap=True), Status.FAIL, "戻り値の順が逆", "(ppermute の結果, y)")
 
 
-@pytest.mark.skipif(N < 2, reason="1 デバイスでは d = 0 なので t + d も t − d も t")
 def test_round_off_by_d_or_by_one_is_named():
-    expect("6.8a-1", make_tick(round_of=lambda t, d: t + d), Status.FAIL, "(t + d) // S", "(t − d) // S")
+    if N == 1:  # d = 0 なので t + d も t − d も t
+        passes_saying_it_cannot_tell(make_tick(round_of=lambda t, d: t + d))
+    else:
+        expect("6.8a-1", make_tick(round_of=lambda t, d: t + d), Status.FAIL, "(t + d) // S", "(t − d) // S")
     expect("6.8a-1", make_tick(round_of=lambda t, d: t - d + 1), Status.FAIL, "1 ティック早く")
     expect("6.8a-1", make_tick(round_of=lambda t, d: t - d - 1), Status.FAIL, "1 ティック遅れて")
 
@@ -174,9 +202,38 @@ def test_wrong_structure_and_hardcoded_axis():
     expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name 以外の軸の名前")
 
 
-@pytest.mark.skipif(N % 2 == 1, reason="奇数のデバイス数では 2 次元のメッシュの軸が全デバイスと同じ大きさ")
 def test_global_device_count_is_named_on_a_2d_mesh():
-    expect("6.8a-1", global_count, Status.FAIL, "全デバイスの数", "lax.axis_size(axis_name)")
+    if N == 1:  # 2 次元のメッシュを作れない
+        passes_saying_it_cannot_tell(global_count, "軸の大きさの取り違え")
+        return
+    expect("6.8a-1", global_count, Status.FAIL, "2 次元のメッシュで合いません", "lax.axis_size(axis_name)")
+
+
+def vs_tick(round_by_v=False, n_from_w=False, fresh_until_v=False, clip_to_s=False):
+    """V（w.shape[0]）と S（軸の大きさ）を取り違えた 1 ティック。"""
+    def tick(w, state, x_fresh, t, axis_name):
+        v_count = w.shape[0]
+        n = v_count if n_from_w else lax.axis_size(axis_name)
+        d = lax.axis_index(axis_name)
+        v = jnp.clip((t - d) // (v_count if round_by_v else n), 0, (n if clip_to_s else v_count) - 1)
+        x_in = jnp.where((d == 0) & (t < (v_count if fresh_until_v else n)), x_fresh, state)
+        y = jnp.tanh(x_in @ w[v])
+        return lax.ppermute(y, axis_name, [(i, (i + 1) % n) for i in range(n)]), y
+    return tick
+
+
+def test_mixing_v_and_s_is_rejected_at_every_device_count():
+    # 隠しの V はどのデバイスの数でも S と違うので、V と S を取り違えるとどこでも落ちる。1 デバイスでは V で割るのも
+    # S − 1 = 0 でクリップするのも「どの周でも w[0]」と同じ値になり、そう言う
+    first = ("どの周でも w[0]",) if N == 1 else None
+    expect("6.8a-1", vs_tick(round_by_v=True), Status.FAIL, *(first or ("V（w.shape[0]）で割って",)))
+    expect("6.8a-1", vs_tick(n_from_w=True), Status.FAIL, "w.shape[0]", "lax.axis_size(axis_name)")
+    fresh_words = {1: ("どのティックでも x_fresh",), 3: ("ティック S にも",)}.get(N, ("t < V（w.shape[0]）",))
+    expect("6.8a-1", vs_tick(fresh_until_v=True), Status.FAIL, *fresh_words)
+    if N < 3:  # S < V: S − 1 でクリップすると、使えない周が出る
+        expect("6.8a-1", vs_tick(clip_to_s=True), Status.FAIL, *(first or ("0 … S − 1 にクリップ",)))
+    elif N == 3:
+        expect("6.8a-1", vs_tick(clip_to_s=True), Status.FAIL, "0 … S − 1 にクリップ")
 
 
 def test_jax_errors_are_explained_in_japanese():

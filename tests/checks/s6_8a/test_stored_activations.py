@@ -159,3 +159,33 @@ def test_wrong_length_and_types():
 def test_not_done_and_learner_error():
     expect("6.8a-2", not_done, Status.NOT_DONE)
     expect("6.8a-2", boom, Status.ERROR, "ZeroDivisionError")
+
+
+def _steps(schedule):
+    return np.array([[1 if e.startswith("F") else -1 if e.startswith("B") else 0 for e in row] for row in schedule])
+
+
+def test_fresh_slips_from_the_statement():
+    # 表を 1 本につないで cumsum する: 行が 0 で終わる表では正しく、順伝播だけの表で前の行の残りを持ち越す
+    def flattened(schedule):
+        s = _steps(schedule)
+        return [int(v) for v in np.cumsum(s.reshape(-1)).reshape(s.shape).max(axis=1)]
+    expect("6.8a-2", flattened, Status.FAIL, "順伝播だけの順番", "行をつないで", "0 から数えます")
+
+    # 軸を取り違えた cumsum（列の向き）
+    def along_columns(schedule):
+        return [int(v) for v in np.cumsum(_steps(schedule), axis=0).max(axis=1)]
+    expect("6.8a-2", along_columns, Status.FAIL, "列（ティック）の向き")
+
+    # B で減らしてから最大をとり、F はその後で増やす（F のティックの後の数を最大に入れない）
+    def max_before_forward(schedule):
+        out = []
+        for row in schedule:
+            live = best = 0
+            for e in row:
+                live -= e.startswith("B")
+                best = max(best, live)
+                live += e.startswith("F")
+            out.append(best)
+        return out
+    expect("6.8a-2", max_before_forward, Status.FAIL, "F で 1 増やす前に最大")
