@@ -155,7 +155,6 @@ SCAN_PENDING = {
     "solutions/6_3c_migration.ipynb",
     "solutions/6_4_patterns.ipynb",
     "solutions/6_5_summary.ipynb",
-    "solutions/6_8b_sequence_expert.ipynb",
 }
 
 
@@ -546,7 +545,6 @@ LONG_PENDING = {
     "solutions/6_4_patterns.ipynb",
     "solutions/6_5_summary.ipynb",
     "solutions/6_6_multihost.ipynb",
-    "solutions/6_8b_sequence_expert.ipynb",
     "solutions/6_9a_train.ipynb",
     "solutions/6_9b_checkpoint_resume.ipynb",
 }

@@ -26,7 +26,7 @@ def network_of(hw) -> str:
 
 def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> dict[str, float]:
     """正しい秒（kind を渡すと、名指しする誤りの秒）。"""
-    b = seq_len / n * heads * head_dim * nbytes
+    b = seq_len / (1 if kind == "full_b" else n) * heads * head_dim * nbytes
     link = hw.axis_bw if kind == "axis_bw" else hw.hbm_bw if kind == "hbm" else hw.link_oneway
     steps = n if kind == "n_steps" else n - 1
     ring = steps * ppermute_time((1 if kind == "k_only" else 2) * b, link)
@@ -60,7 +60,9 @@ def cases(r):
 _MISTAKES = (
     ("axis_bw", "リングの秒を両方向の帯域 axis_bw で見積もっています（本編の表のリング）。同じ向きの ppermute は片方向の link_oneway で割ります。"),
     ("n_steps", "リングのステップを n 回と数えています。最初のブロックは各デバイスにあるので、送るのは n − 1 回です。"),
-    ("k_only", "リングで送るバイトが K の分だけです。各ステップで K と V の 2 つのブロック（2b バイト）を送ります。"),
+    ("k_only", "リングの秒が、1 ステップに b バイトを片方向で送る値です（K だけ、または K/V を半分ずつ逆向きに送る形）。"
+               "ここのリングは K と V の 2b バイトを同じ向きに送ります。"),
+    ("full_b", "b を系列全体の長さで計算しています。b は 1 デバイスが持つ K のバイトで、seq_len / n を使います。"),
     ("two_a2a", "Ulysses の all-to-all を 2 回と数えています。Q・K・V を入れ替えて出力を戻すので 4 回です。"),
     ("three_a2a", "Ulysses の all-to-all を 3 回と数えています。Q・K・V の入れ替えの後に、出力を戻す 1 回が要るので 4 回です。"),
     ("network", "ネットワークの形を取り違えています。TPU の行はトーラス（\"torus\"）、GPU の行はスイッチ（\"switch\"）です。"),

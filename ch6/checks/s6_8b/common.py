@@ -22,8 +22,14 @@ def section_mesh():
 
 
 def section_meshes():
-    """1 次元のメッシュと、("data", "seq") の 2 次元のメッシュ（seq 軸はデバイスの数より小さいことがある）。"""
-    return [section_mesh(), meshes.mesh_2d(("data", AXIS))]
+    """1 次元のメッシュと、("data", "seq") の 2 次元のメッシュ。2 デバイス以上では、2 次元のメッシュの seq 軸は
+    デバイスの数より小さい（4 以上の偶数なら 2、2 と奇数なら 1）ので、軸の大きさを jax.device_count() で読む誤りが
+    値か形に出る。1 デバイスでは両方とも大きさ 1 で、その誤りは見分けられない。"""
+    import jax
+
+    n = meshes.device_count()
+    shape = (n // 2, 2) if n % 2 == 0 and n > 2 else (n, 1)
+    return [section_mesh(), jax.make_mesh(shape, ("data", AXIS))]
 
 
 def put(mesh, a, spec):

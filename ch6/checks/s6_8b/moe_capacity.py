@@ -14,12 +14,14 @@ from .common import exercise_rng
 
 
 def _dropped(ids, n_experts, factor, *, rounding=math.ceil, k_factor=True, global_tokens=False,
-             order="choice", seat_offset=0):
-    """NumPy の参照（と、よくある誤りの形）。ids: (G, T, 2)。"""
+             order="choice", seat_offset=0, reset=True, follow_first=False):
+    """NumPy の参照（と、よくある誤りの形: reset=False はグループごとに席を数え直さない、follow_first=True は 1 番目が
+    ドロップされたトークンの 2 番目もドロップし、席を使わない）。ids: (G, T, 2)。"""
     groups, tokens, k = ids.shape
     count = tokens * (groups if global_tokens else 1) * (k if k_factor else 1)
     cap = rounding(factor * count / n_experts)
     out = np.zeros(ids.shape, bool)
+    seats = np.zeros(n_experts, int)
     for g in range(groups):
         if order == "choice":        # 1 番目の選択をすべて、その後に 2 番目
             seq = [(t, c) for c in range(k) for t in range(tokens)]
@@ -27,9 +29,13 @@ def _dropped(ids, n_experts, factor, *, rounding=math.ceil, k_factor=True, globa
             seq = [(t, c) for t in range(tokens) for c in range(k)]
         else:                        # 2 番目の選択を先に
             seq = [(t, c) for c in reversed(range(k)) for t in range(tokens)]
-        seats = np.zeros(n_experts, int)
+        if reset:
+            seats = np.zeros(n_experts, int)
         for t, c in seq:
             e = ids[g, t, c]
+            if follow_first and c == 1 and out[g, t, 0]:
+                out[g, t, c] = True
+                continue
             out[g, t, c] = seats[e] + seat_offset >= cap
             seats[e] += 1
     return out
@@ -43,6 +49,14 @@ def _ids(rng, groups, tokens, n_experts):
     return np.stack([first, second], axis=-1).astype(np.int32)
 
 
+def _crowded(groups, tokens, n_experts):
+    """どのトークンも 1 番目にエキスパート 0 を選び、2 番目は 1 … E − 1 に散らばる選択（1 番目がドロップされても、
+    2 番目は入る）。"""
+    first = np.zeros((groups, tokens), np.int32)
+    second = 1 + (np.arange(groups * tokens).reshape(groups, tokens) % (n_experts - 1))
+    return np.stack([first, second], axis=-1).astype(np.int32)
+
+
 _MISTAKES = [
     (dict(rounding=round), "容量を四捨五入したので、席が足りない場面があります。C = ceil(c · k · T / E) は切り上げ（math.ceil）です。"),
     (dict(rounding=math.floor), "容量を切り捨てたので、席が足りません。C = ceil(c · k · T / E) は切り上げ（math.ceil）です。"),
@@ -52,6 +66,9 @@ _MISTAKES = [
     (dict(order="reversed"), "2 番目の選択を先に入れています。1 番目の選択を優先し、すべて入れてから 2 番目を入れます。"),
     (dict(seat_offset=-1), "容量より 1 つ多く入れています。席は 0 から C − 1 までの C 個で、番号が C 以上の選択がドロップされます。"),
     (dict(seat_offset=1), "席の番号を 1 から数えたので、容量より 1 つ少なく入れています。席は 0 から C − 1 までの C 個です。"),
+    (dict(reset=False), "席をグループごとに数え直さず、前のグループの席に続けて数えています。容量はグループごとの上限です。"),
+    (dict(follow_first=True), "1 番目の選択がドロップされたトークンの、2 番目の選択もドロップしています。"
+                              "2 つの選択は別々に、空いた席があれば入ります。"),
 ]
 
 
@@ -62,7 +79,8 @@ def check_dropped_choices(fn):
     # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）、整数でない組（端数 0.76 と 0.16: 四捨五入が
     # 切り上げと同じ組と、切り捨てと同じ組）、何もドロップされない組
     cases = [(_ids(rng, groups, 15, n_experts), 1.0), (_ids(rng, groups, 13, n_experts), 1.3),
-             (_ids(rng, groups, 14, n_experts), 1.1), (_ids(rng, groups, 11, n_experts), float(n_experts))]
+             (_ids(rng, groups, 14, n_experts), 1.1), (_ids(rng, groups, 11, n_experts), float(n_experts)),
+             (_crowded(groups, 10, n_experts), 1.0)]
     outs = []
     for ids, factor in cases:
         got = call(fn, ids.copy(), n_experts, factor)
@@ -80,8 +98,8 @@ def check_dropped_choices(fn):
     wants = [_dropped(ids, n_experts, factor) for ids, factor in cases]
     if all(np.array_equal(o, w) for o, w in zip(outs, wants)):
         n_drop = int(wants[1].sum())
-        return (f"隠し入力（{groups} グループ、エキスパート {n_experts}、容量係数 {len(cases)} 通り）で一致しました"
-                f"（容量係数 {cases[1][1]} では {n_drop} 個がドロップされます）。")
+        return (f"隠し入力 {len(cases)} つ（{groups} グループ、エキスパート {n_experts}、1 番目の選択が 1 つのエキスパートに"
+                f"集まる場面を含む）で一致しました（容量係数 {cases[1][1]} では {n_drop} 個がドロップされます）。")
 
     def matches(**kw) -> bool:   # すべての入力で、学習者の答えがこの形の誤りと同じか
         return all(np.array_equal(o, _dropped(ids, n_experts, factor, **kw)) for o, (ids, factor) in zip(outs, cases))

@@ -52,6 +52,9 @@ def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> tuple[
         pick_ulysses = ring - uly > TIE * ring
     if kind == "math_seconds":
         return ("ulysses" if pick_ulysses else "ring"), t_math
+    if kind == "other_seconds":  # 方式は合っているが、選ばなかった方式の秒（使えない Ulysses なら選んだ方式の秒）
+        other = ring if pick_ulysses else uly
+        return ("ulysses" if pick_ulysses else "ring"), (other if math.isfinite(other) else ring)
     return ("ulysses", uly) if pick_ulysses else ("ring", ring)
 
 
@@ -98,6 +101,7 @@ _MISTAKES = (
     ("no_div_n", "計算の秒を n で割っていません。FLOP は n 個のデバイスが等しく分担するので、1 デバイスの秒は 1/n です。"),
     ("no_heads", "ヘッドの数が n で割り切れないのに Ulysses を選んでいます。そのときは使えないので \"ring\" です。"),
     ("math_seconds", "方式は合っていますが、秒が計算の秒だけです。選んだ方式の step_time の見積もり（max か和）を返します。"),
+    ("other_seconds", "方式は合っていますが、秒が選ばなかった方式の見積もりです。選んだ方式の秒を返します。"),
 )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, f32, fmt, walk
+from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, walk
 from .common import AXIS, PERMUTE, exercise_rng, put, run_learner, same, section_meshes
 
 # 必須: データを動かすのは all_to_all（tiled=True）だけ、軸はこの並び（ヘッドが 0 軸、系列が 1 軸）に合わせる。
@@ -112,4 +112,6 @@ def check_ulysses_attention(fn):
             raise Fail("出力が 1 デバイスのアテンションと一致しません。入れ替え、attention_hsd、戻しの順と軸を確かめましょう。")
         results.append((n, len(a2a)))
     shown = "、".join(f"seq = {n}" for n, _ in results)
-    return f"1 次元と 2 次元のメッシュ（{shown}）で 1 デバイスのアテンションと一致し、all_to_all は {results[0][1]} 回です。"
+    note = cannot_tell("all_to_all の軸と順番や、軸 seq の大きさの取り違え") if results[0][0] == 1 else ""
+    return (f"1 次元と 2 次元のメッシュ（{shown}）で 1 デバイスのアテンションと一致し、all_to_all は {results[0][1]} 回です。"
+            f"{note}")

@@ -1,4 +1,5 @@
-"""6.8b-1 attention_comm_times: 正しい書き方が通り、名指しする誤りがそれぞれの言葉で落ちること。"""
+"""6.8b-1 attention_comm_times: 正しい書き方が通り、名指しする誤りがそれぞれの言葉で落ちること。
+本編の 7 節の「半分ずつ逆向きに送る」両方向のリングの秒や、b を系列全体で計算する答えも落ちる。"""
 from __future__ import annotations
 
 import math
@@ -13,9 +14,9 @@ EX = "6.8b-1"
 
 
 def make(*, link="oneway", steps="n-1", kv=2, a2a=4, network="auto", per_device=True, inf=True, key_ring="ring",
-         a2a_bw="axis"):
+         a2a_bw="axis", full_b=False):
     def attention_comm_times(chip, n, seq_len, heads, head_dim, bytes_per_value):
-        b = seq_len / n * heads * head_dim * bytes_per_value
+        b = seq_len / (1 if full_b else n) * heads * head_dim * bytes_per_value
         bw = {"oneway": chip.link_oneway, "axis": chip.axis_bw, "hbm": chip.hbm_bw}[link]
         k = n - 1 if steps == "n-1" else n
         ring = k * ch6.cost.ppermute_time(kv * b, bw)
@@ -52,7 +53,8 @@ def test_other_correct_forms_pass():
 @pytest.mark.parametrize("kw, words", [
     (dict(link="axis"), ("axis_bw", "link_oneway")),
     (dict(steps="n"), ("n − 1 回",)),
-    (dict(kv=1), ("K の分だけ",)),
+    (dict(kv=1), ("b バイトを片方向で送る値", "2b バイト")),
+    (dict(full_b=True), ("系列全体の長さ", "seq_len / n")),
     (dict(a2a=2), ("2 回",)),
     (dict(a2a=3), ("3 回", "出力を戻す")),
     (dict(a2a_bw="oneway"), ("link_oneway", "axis_bw")),
@@ -64,6 +66,16 @@ def test_other_correct_forms_pass():
 ])
 def test_named_mistakes(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
+
+
+def test_the_lessons_two_way_ring_is_not_this_ring():
+    # 本編 7 節の両方向のリング: K/V を半分（b バイト）ずつ逆向きに、片方向の帯域で（同時に送るので 1 ステップは b）
+    def two_way(chip, n, seq_len, heads, head_dim, bytes_per_value):
+        out = make()(chip, n, seq_len, heads, head_dim, bytes_per_value)
+        b = seq_len / n * heads * head_dim * bytes_per_value
+        out["ring"] = (n - 1) * ch6.cost.ppermute_time(b, chip.link_oneway)
+        return out
+    expect(EX, two_way, Status.FAIL, "半分ずつ逆向きに送る形", "同じ向き")
 
 
 def test_one_network_for_every_chip_is_a_mistake():

@@ -13,7 +13,8 @@ from tests.checkhelp import boom, expect, not_done
 EX = "6.8b-3"
 
 
-def make(rounding=math.ceil, k_in_cap=True, global_t=False, order="choice", offset=0, invert=False, counts=False):
+def make(rounding=math.ceil, k_in_cap=True, global_t=False, order="choice", offset=0, invert=False, counts=False,
+         reset=True, follow_first=False):
     def dropped_choices(expert_ids, n_experts, capacity_factor):
         ids = np.asarray(expert_ids)
         groups, tokens, k = ids.shape
@@ -26,8 +27,12 @@ def make(rounding=math.ceil, k_in_cap=True, global_t=False, order="choice", offs
                 seq = [(t, c) for t in range(tokens) for c in range(k)]
             else:
                 seq = [(t, c) for c in (1, 0) for t in range(tokens)]
-            seats = np.zeros(n_experts, int)
+            if reset or g == 0:
+                seats = np.zeros(n_experts, int)
             for t, c in seq:
+                if follow_first and c == 1 and out[g, t, 0]:
+                    out[g, t, c] = True   # 1 番目がドロップされたトークンは、2 番目もドロップ（席を使わない）
+                    continue
                 out[g, t, c] = seats[ids[g, t, c]] + offset >= cap
                 seats[ids[g, t, c]] += 1
         if counts:
@@ -71,6 +76,11 @@ def test_int_mask_is_accepted():
 ])
 def test_natural_mistakes_are_named(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
+
+
+def test_fresh_slips_from_the_statement():
+    expect(EX, make(reset=False), Status.FAIL, "グループごとに数え直さず")
+    expect(EX, make(follow_first=True), Status.FAIL, "2 番目の選択もドロップ", "別々に")
 
 
 def test_other_wrong_values():

@@ -34,6 +34,9 @@ def make(*, ring_est="overlapped", uly_est="serial", tie="ring", tol=1e-9, flops
         out = ("ulysses", uly) if pick else ("ring", ring)
         if seconds == "math":
             out = (out[0], t_math)
+        if seconds == "other":  # 選ばなかった方式の秒（使えない Ulysses のときは選んだ方式の秒）
+            other = ring if pick else uly
+            out = (out[0], other if math.isfinite(other) else ring)
         return list(out) if as_list else out
     return choose_sequence_parallel
 
@@ -59,6 +62,7 @@ def test_other_correct_forms_pass():
     (dict(per_n=False), ("n で割っていません",)),
     (dict(check_heads=False), ("割り切れない",)),
     (dict(seconds="math"), ("計算の秒だけ",)),
+    (dict(seconds="other"), ("選ばなかった方式",)),
 ])
 def test_named_mistakes(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
