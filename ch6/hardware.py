@@ -9,8 +9,10 @@ TPU の行
     ``torus_axes``
         トーラスの軸の数（v5e と v6e は 2 次元、v5p は 3 次元）。各軸で、チップは両隣へのリンクを 1 本ずつ持つ。
     ``dcn_bw_per_host`` と ``chips_per_host``
-        データセンターのネットワーク（DCN）の、ホスト 1 台あたりの帯域（ブック第 5 章の「ingress+egress」の値で、
-        ICI の axis_bw と同じく両方向を数えた W）と、1 ホストのチップの数。
+        データセンターのネットワーク（DCN）の、ホスト 1 台あたりの帯域（バイト/秒）と、1 ホストのチップの数。
+        Cloud TPU の文書のホストの NIC（v5e は 100 Gbps × 2、v6e は 200 Gbps × 4）、または 1 チップあたりの
+        DCN（v5p は 50 Gbps）から出した値で、ブック第 2 章の 1 チップあたりの値（v5e 3.125e9、v5p 6.25e9、
+        v6e 1.25e10 バイト/秒）と一致します。
 GPU の行
     ``nvlink_oneway``
         NVLink で 1 枚の GPU が外へ出せる片方向の帯域（バイト/秒）。データシートの NVLink の値は両方向の合計なので、
@@ -40,13 +42,13 @@ GPU の行
     ``flops``（bf16 の密な行列積の最大性能）、``hbm_bw``、``hbm_bytes`` は各社のデータシートの値です。NVIDIA の表は
     疎性（sparsity）ありの値を大きく載せるので、その半分の密な値を使います。
 
-    TPU の ICI はデータシートがチップ全体の合計（Gbps）しか載せず、片方向か両方向か、何本のリンクかを書いていません。
-    そこで、リンク 1 本の片方向の値はスケーリングブック（"How to Scale Your Model", jax-ml/scaling-book、
-    第 2 章 "How to Think About TPUs"）の表の値を使います。ブックの数値例はすべてこの値から出ているので、
-    同じ値なら講座の関数でブックの数値を再現できます。ブックの値は、データシートの合計（片方向として読み、
-    リンクの本数で割った値）の約 0.9 倍（v5e、v5p）と約 0.8 倍（v6e）で、どちらを使っても桁と結論は変わりません
-    （各行のコメントを参照）。
-    DCN の値もブックの同じ章（ホストあたり約 2.5e10 バイト/秒）です。
+    TPU の ICI は、Cloud TPU の文書がチップあたりの両方向の合計（v5e 400 GB/s、v6e 800 GB/s、v5p 1200 GB/s）と
+    ICI のポートの数（v5e と v6e は 4、v5p は 6）を載せています。そこから出るリンク 1 本の片方向の値は
+    v5e 50 GB/s、v6e と v5p 100 GB/s です。
+    講座の行は、スケーリングブック（"How to Scale Your Model", jax-ml/scaling-book、第 2 章
+    "How to Think About TPUs"）の表の値（その約 0.9 倍）を使います。ブックの数値例はすべてこの値から出ているので、
+    同じ値なら講座の関数でブックの数値を再現できます。どちらを使っても桁と結論は変わりません（各行のコメントを参照）。
+    以前の文書はチップあたりの合計を Gbps で 1 つだけ載せていました（v5e 1600、v6e 3584、v5p 4800）。
 
 使い方::
 
@@ -139,28 +141,35 @@ class Chip:
         return self.ib_bw  # type: ignore[return-value]
 
 
-_DCN_HOST = 2.5e10  # ブック第 2 章: DCN はホストあたり約 2.5e10 バイト/秒
+# DCN のホストあたりの帯域（バイト/秒）。Cloud TPU の文書の NIC / 1 チップあたりの値から。ブック第 2 章の 1 チップあたりの
+# 値（v5e 3.125e9、v5p 6.25e9、v6e 1.25e10）× 1 ホストのチップの数と同じ。
+_DCN_HOST_V5E = 2 * 100e9 / 8   # ホストに 100 Gbps の NIC が 2 つ = 25 GB/s（チップ 8 個）
+_DCN_HOST_V6E = 4 * 200e9 / 8   # ホストに 200 Gbps の NIC が 4 つ = 100 GB/s（チップ 8 個）
+_DCN_HOST_V5P = 4 * 50e9 / 8    # 1 チップあたり 50 Gbps × 4 チップ = 25 GB/s
 
 TPU_V5E = Chip(
     name="TPU v5e", kind="TPU", flops=197 * TERA, hbm_bw=819 * GB, hbm_bytes=16 * GB,
     source="Google Cloud TPU documentation: TPU v5e", url="https://cloud.google.com/tpu/docs/v5e",
     link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
-    # データシートの ICI はチップあたり 1600 Gbps（4 本のリンクなら 1 本 50 GB/s）。ブックの 4.5e10 を使う。
-    ici_link_oneway=45 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST, chips_per_host=8,
+    # 文書の ICI はチップあたり両方向 400 GB/s、ポート 4 つ（リンク 1 本の片方向 50 GB/s）。ブックの 4.5e10 を使う。
+    # HBM の帯域は、文書の版によって 819 GBps とも 800 GiBps とも書かれる。ブック（8.1e11、リッジ 240）に合う 819 GB/s。
+    ici_link_oneway=45 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST_V5E, chips_per_host=8,
 )
 TPU_V6E = Chip(
     name="TPU v6e", kind="TPU", flops=918 * TERA, hbm_bw=1640 * GB, hbm_bytes=32 * GB,
     source="Google Cloud TPU documentation: TPU v6e", url="https://cloud.google.com/tpu/docs/v6e",
     link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
-    # データシートはチップあたり 3584 Gbps（4 本なら 1 本 112 GB/s）。ブックの 9e10 を使う。
-    ici_link_oneway=90 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST, chips_per_host=8,
+    # 文書の ICI はチップあたり両方向 800 GB/s、ポート 4 つ（リンク 1 本の片方向 100 GB/s）。ブックの 9e10 を使う。
+    # DCN はホストに 200 Gbps の NIC が 4 つ（v5e の 4 倍）。HBM の帯域は文書の版によって 1638〜1640 GBps。
+    ici_link_oneway=90 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST_V6E, chips_per_host=8,
 )
 TPU_V5P = Chip(
     name="TPU v5p", kind="TPU", flops=459 * TERA, hbm_bw=2765 * GB, hbm_bytes=95 * GB,
     source="Google Cloud TPU documentation: TPU v5p", url="https://cloud.google.com/tpu/docs/v5p",
     link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
-    # データシートはチップあたり 4800 Gbps（6 本なら 1 本 100 GB/s）。ブックの 9e10 を使う。
-    ici_link_oneway=90 * GB, torus_axes=3, dcn_bw_per_host=_DCN_HOST, chips_per_host=4,
+    # 文書の ICI はチップあたり両方向 1200 GB/s（3 次元トーラスでリンク 6 本、1 本の片方向 100 GB/s）。ブックの 9e10。
+    # DCN は 1 チップあたり 50 Gbps。
+    ici_link_oneway=90 * GB, torus_axes=3, dcn_bw_per_host=_DCN_HOST_V5P, chips_per_host=4,
 )
 H100 = Chip(
     name="H100 SXM", kind="GPU", flops=989 * TERA, hbm_bw=3350 * GB, hbm_bytes=80 * GB,
