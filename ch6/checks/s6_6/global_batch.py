@@ -4,9 +4,18 @@
 約束（問題文）: 行を軸 ``axis`` で分割する（``NamedSharding(mesh, P(axis))``、特徴の軸は分割しない）。
 行数は ``mesh.shape[axis]`` の倍数に切り上げ（デバイスの総数ではない）、足した行は 0、mask は実際の行が 1、
 パディングの行が 0。mask も同じ軸で分割する。チェックは 1 プロセスで呼ぶので、ローカルなデータ = 全データ。
+x と mask は ``jax.make_array_from_process_local_data`` で作る（必須）。1 プロセスでは ``jax.device_put`` でも
+同じ配列になるが、複数プロセスでは各プロセスの x がそのプロセスの分だけなので誤り。呼び出しの間だけ 2 つの関数を
+数える版に差し替え（``jax`` の属性と、学習者の関数のグローバル変数で同じ関数を指す名前）、返した配列がどちらで
+作られたかを見る。
 隠しのメッシュはデバイスの並びを入れ替えた 2 次元のメッシュで、軸の名前も隠し。
+デバイスが 1 個ではどの軸の大きさも 1 でパディングが要らないので、パディングと mask の誤りは見分けられない
+（正解の 1 行がそう言う）。
 """
 from __future__ import annotations
+
+import contextlib
+import functools
 
 import numpy as np
 
@@ -67,13 +76,79 @@ class _Unpadded(Fail):
     """行数が軸の大きさで割り切れず、JAX が配置できなかった（ほかの場合の形を見てから伝える）。"""
 
 
+class _Made:
+    """学習者の呼び出しの間に、make_array_from_process_local_data と device_put が作った配列（id）。"""
+
+    def __init__(self):
+        self.local, self.put, self.depth = [], [], 0
+
+
+@contextlib.contextmanager
+def _watching(fn):
+    """jax.make_array_from_process_local_data と jax.device_put を、作った配列を覚える版に差し替える。
+    ``from jax import device_put`` のように名前で読み込んだ答えも見えるように、学習者の関数のグローバル変数で
+    同じ関数を指す名前も差し替える（どちらも終わったら元に戻す）。make_array の中からの device_put は数えない。"""
+    import jax
+
+    made = _Made()
+    originals = {"make_array_from_process_local_data": jax.make_array_from_process_local_data,
+                 "device_put": jax.device_put}
+
+    def spy(name, real):
+        @functools.wraps(real)
+        def wrapper(*args, **kwargs):
+            made.depth += 1
+            try:
+                out = real(*args, **kwargs)
+            finally:
+                made.depth -= 1
+            if name == "device_put" and made.depth == 0:
+                made.put.extend(id(a) for a in jax.tree.leaves(out))
+            elif name != "device_put":
+                made.local.extend(id(a) for a in jax.tree.leaves(out))
+            return out
+        return wrapper
+
+    spies = {name: spy(name, real) for name, real in originals.items()}
+    space = getattr(fn, "__globals__", {})
+    patched = [(jax, name, real) for name, real in originals.items()]
+    patched += [(space, key, value) for key, value in list(space.items())
+                for real in originals.values() if value is real]
+    for where, key, real in patched:
+        name = next(n for n, r in originals.items() if r is real)
+        if where is jax:
+            setattr(jax, key, spies[name])
+        else:
+            where[key] = spies[name]
+    try:
+        yield made
+    finally:
+        for where, key, real in patched:
+            if where is jax:
+                setattr(jax, key, real)
+            else:
+                where[key] = real
+
+
+def _expect_local_data(made: _Made, gx, gm, where: str) -> None:
+    """x と mask が jax.make_array_from_process_local_data で作られたこと（device_put なら、その名前で言う）。"""
+    by_put = [what for what, arr in (("x", gx), ("mask", gm)) if id(arr) in made.put]
+    if by_put:
+        raise Fail(f"{where}: {' と '.join(by_put)} を jax.device_put で作っています。複数プロセスでは x がそのプロセスの"
+                   "分だけなので、jax.make_array_from_process_local_data で作ります。")
+    if not made.local:
+        raise Fail(f"{where}: jax.make_array_from_process_local_data が呼ばれていません。"
+                   "x と mask は、プロセスのローカルなデータからこの関数で作ります。")
+
+
 def _placed_pair(fn, mesh, axis, x):
     n_rows = x.shape[0]
     size, other = mesh.shape[axis], _other(mesh, axis)
     rows = multiple_of(size, n_rows)
     where = f"{n_rows} 行を {axis}（大きさ {size}）で分割するとき"
     try:
-        got = call(fn, x.copy(), mesh, axis)
+        with _watching(fn) as made:
+            got = call(fn, x.copy(), mesh, axis)
     except LearnerError as err:
         text = str(err.exc)
         if isinstance(err.exc, ValueError) and "evenly divide" in text and "array axis 0" in text:
@@ -91,6 +166,7 @@ def _placed_pair(fn, mesh, axis, x):
         raise Fail(f"{where}: mask と x の順に返っています。(x, mask) の順に返します。")
     sx = _placed(gx, "x", mesh, where)
     _placed(gm, "mask", mesh, where)
+    _expect_local_data(made, gx, gm, where)
     if sx != (axis,):
         said = f"{where}: x の spec は P({axis!r}) のはずが、{show_spec(sx)} でした。"
         if sx == ():
@@ -172,4 +248,7 @@ def check_global_batch(fn):
     for (mesh, axis, x), (gx, gm) in zip(hidden, got):
         _values(gx, gm, mesh, axis, x)
     shape = " × ".join(f"{k}={v}" for k, v in hidden[0][0].shape.items())
-    return f"メッシュ {shape} の両方の軸で、{len(hidden)} 通りのバッチの形・分割・値・mask が一致しました。"
+    one = ("（デバイスが 1 個なので、どの軸の大きさも 1 でパディングが要らず、パディングと mask の誤りはこの環境では"
+           "確かめられません）") if hidden[0][0].devices.size == 1 else ""
+    return (f"メッシュ {shape} の両方の軸で、{len(hidden)} 通りのバッチの形・分割・値・mask が一致し、"
+            f"make_array_from_process_local_data で作っています{one}。")

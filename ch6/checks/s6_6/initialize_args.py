@@ -81,12 +81,12 @@ def check_initialize_kwargs(fn):
                 rows.append((cluster, host, h, j, where, got))
     for check in (_coordinator, _num_processes, _process_id, _local_devices):
         for cluster, host, h, j, where, got in rows:
-            check(cluster, host, h, j, where, got)
+            check(cluster, host, h, j, where, got, rows)
     n = sum(len(c["hosts"]) * c["processes_per_host"] for c in clusters(exercise_rng(2)))
     return f"4 通りのクラスタの {n} 個のプロセスのすべてで、4 つの引数が一致しました。"
 
 
-def _coordinator(cluster, host, h, j, where, got):
+def _coordinator(cluster, host, h, j, where, got, rows):
     hosts, port = cluster["hosts"], cluster["port"]
     want, value = f"{hosts[0]}:{port}", got["coordinator_address"]
     if value == want:
@@ -96,6 +96,8 @@ def _coordinator(cluster, host, h, j, where, got):
         raise Fail(said + "'ホスト:ポート' の形の文字列にします。")
     if value == f"{host}:{port}":
         raise Fail(said + "全プロセスが同じアドレス（最初のホスト、プロセス 0 のところ）を渡します。")
+    if value == f"{min(hosts)}:{port}":
+        raise Fail(said + "hosts を名前の順に並べ替えず、渡された順の最初のホスト（プロセス 0 のところ）を使います。")
     if value == hosts[0]:
         raise Fail(said + "ポートが抜けているので、'ホスト:ポート' の形にします。")
     if value.startswith(("127.0.0.1", "localhost")):
@@ -103,7 +105,7 @@ def _coordinator(cluster, host, h, j, where, got):
     raise Fail(said + "コーディネータは hosts の最初のホストの cluster['port'] で動きます。")
 
 
-def _num_processes(cluster, host, h, j, where, got):
+def _num_processes(cluster, host, h, j, where, got, rows):
     n_hosts, g, k = len(cluster["hosts"]), cluster["devices_per_host"], cluster["processes_per_host"]
     want = n_hosts * k
     value = as_int(got["num_processes"], f"{where}: num_processes ")
@@ -119,27 +121,40 @@ def _num_processes(cluster, host, h, j, where, got):
     raise Fail(said + "プロセスの総数は、ホストの数 × 1 ホストのプロセスの数です。")
 
 
-def _process_id(cluster, host, h, j, where, got):
-    n_hosts, g, k = len(cluster["hosts"]), cluster["devices_per_host"], cluster["processes_per_host"]
+# process_id のよくある誤り: (その番号の決め方, 説明)。すべてのプロセスで一致したときだけ、その名前を言う
+# （local_rank 0 では h + j も h も同じ値なので、1 つのプロセスの値だけでは決めない）
+_ID_SLIPS = (
+    (lambda n_hosts, g, k, h, j: j,
+     lambda g, k: f"local_rank だけでは、ほかのホストのプロセスと番号が重なります（ホスト h は h·{k} から）。"),
+    (lambda n_hosts, g, k, h, j: h,
+     lambda g, k: "ホストの位置だけでは、同じホストのプロセスの番号が重なります（h·k + local_rank にします）。"),
+    (lambda n_hosts, g, k, h, j: h + j,
+     lambda g, k: f"h + local_rank ではホストをまたいで番号が重なるので、ホストの位置に 1 ホストのプロセスの数 {k} を掛けます。"),
+    (lambda n_hosts, g, k, h, j: j * n_hosts + h,
+     lambda g, k: "番号は先にホストをまたがず、ホストごとに続けて h·k + local_rank と数えます。"),
+    (lambda n_hosts, g, k, h, j: h * g + j,
+     lambda g, k: f"ホストの位置に掛けるのはデバイスの数 {g} ではなく、1 ホストのプロセスの数 {k} です。"),
+    (lambda n_hosts, g, k, h, j: h * k + j + 1,
+     lambda g, k: "プロセス番号は 0 から数えます。"),
+)
+
+
+def _process_id(cluster, host, h, j, where, got, rows):
+    g, k = cluster["devices_per_host"], cluster["processes_per_host"]
     want = h * k + j
     value = as_int(got["process_id"], f"{where}: process_id ")
     if value == want:
         return
     said = f"{where}: process_id は {want} のはずが、{value} でした。"
-    if value == j:
-        raise Fail(said + f"local_rank だけでは、ほかのホストのプロセスと番号が重なります（ホスト h は h·{k} から）。")
-    if value == h:
-        raise Fail(said + "ホストの位置だけでは、同じホストのプロセスの番号が重なります（h·k + local_rank にします）。")
-    if value == j * n_hosts + h:
-        raise Fail(said + "番号は先にホストをまたがず、ホストごとに続けて h·k + local_rank と数えます。")
-    if value == h * g + j:
-        raise Fail(said + f"ホストの位置に掛けるのはデバイスの数 {g} ではなく、1 ホストのプロセスの数 {k} です。")
-    if value == want + 1:
-        raise Fail(said + "プロセス番号は 0 から数えます。")
+    values = [(c, hh, jj, as_int(v["process_id"], f"{w}: process_id ")) for c, _, hh, jj, w, v in rows]
+    for rule, hint in _ID_SLIPS:
+        if all(v == rule(len(c["hosts"]), c["devices_per_host"], c["processes_per_host"], hh, jj)
+               for c, hh, jj, v in values):
+            raise Fail(said + hint(g, k))
     raise Fail(said + "hosts の中の位置 h と local_rank から h·k + local_rank と数えます。")
 
 
-def _local_devices(cluster, host, h, j, where, got):
+def _local_devices(cluster, host, h, j, where, got, rows):
     g, k = cluster["devices_per_host"], cluster["processes_per_host"]
     per = g // k
     want = list(range(j * per, (j + 1) * per))

@@ -49,7 +49,7 @@ def _pair(got, what: str) -> tuple[int, int]:
 
 def _wrong_range(what, want, got, b, p, n_proc, n_local) -> Fail:
     (ws, we), (gs, ge) = want, got
-    said = f"{what}の行は [{ws}, {we}) のはずが、[{gs}, {ge}) でした。"
+    said = f"{what} の行は [{ws}, {we}) のはずが、[{gs}, {ge}) でした。"
     per_device = b // (n_proc * n_local)
     per = b // n_proc
     if n_local > 1 and (gs, ge) == (p * per_device, (p + 1) * per_device):

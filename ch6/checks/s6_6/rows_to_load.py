@@ -3,7 +3,13 @@
 約束（問題文）: ``owner[d.id]`` がデバイス d を持つプロセスの番号（このカーネルは 1 プロセスなので
 ``d.process_index`` はどのデバイスも 0 で、使えない）。プロセス p が読み込むのは、p のデバイスが持つシャードの行の和集合。
 隠しの場合: デバイスの並びを入れ替えた 2 次元のメッシュ、6 通りの spec（1 本の軸、2 本の軸、複製、列だけの分割）、
-3 通りの持ち主の決め方（メッシュの順に連続、デバイス番号の剰余、2 本目の軸の位置）。
+持ち主の決め方（メッシュの順に連続、デバイス番号の剰余、2 本目の軸の位置、デバイスが 3 個以上ならメッシュの順に
+1 つおき・最初の 1 個と残り）。1 つおきと最初の 1 個と残りは、デバイスの数が素数でも、1 つのプロセスが飛び飛びの
+行や、ほかのプロセスと違う数のデバイスを持つ場合を作る（3 個では、ほかの決め方はどれも 1 個ずつかすべて）。
+デバイスが 2 個以下ではプロセスの行がいつも 1 つの連続した範囲なので、「最小から最大までの行」の誤りは
+見分けられず、1 個ではプロセスが 1 つで持ち主の誤りも見分けられない。メッシュの片方の軸が 1 のとき（奇数個と 2 個）は
+``devices_indices_map`` の順がいつも行の順なので、「シャードを並べたまま昇順にしない」誤りも見分けられない
+（どれも正解の 1 行がそう言う）。
 """
 from __future__ import annotations
 
@@ -41,6 +47,9 @@ def owners(mesh) -> list[tuple[str, dict[int, int]]]:
     cols = mesh.devices.shape[1]
     out.append((f"2 本目の軸の位置で {cols} プロセス",
                 {d.id: j for row in mesh.devices for j, d in enumerate(row)}))
+    if n >= 3:
+        out.append(("メッシュの順に 1 つおきに 2 プロセス", {d.id: i % 2 for i, d in enumerate(flat)}))
+        out.append((f"最初の 1 個と残りの {n - 1} 個の 2 プロセス", {d.id: min(i, 1) for i, d in enumerate(flat)}))
     return out
 
 
@@ -104,14 +113,31 @@ def _answers(fn, sharding, shape, owner, n_proc) -> list[list[int] | None]:
 def _wrong(fn, where, want, got, sharding, shape, owner, process, n_proc) -> Fail:
     said = f"{where}: 読み込む行は {ranges_text(want)} のはずが、{ranges_text(got)} でした。"
     everything = list(range(shape[0]))
-    if n_proc > 1 and _answers(fn, sharding, shape, owner, n_proc) == [everything] + [[]] * (n_proc - 1):
+    answers = _answers(fn, sharding, shape, owner, n_proc) if n_proc > 1 else [got]
+    if n_proc > 1 and answers == [everything] + [[]] * (n_proc - 1):
         return Fail(said + "このカーネルでは d.process_index がどのデバイスも 0 なので、持ち主は owner[d.id] で調べます。")
+    hulls = [_hull(reference(sharding, shape, owner, q)) for q in range(n_proc)]
+    if got == hulls[process] and answers == hulls:
+        return Fail(said + "最小から最大までの範囲にはほかのプロセスの行も入るので、各シャードの行だけを合わせます。")
     if got == everything:
         return Fail(said + "すべてのデバイスの行ではなく、owner[d.id] == process のデバイスの行だけを集めます。")
     per = shape[0] // n_proc
     if got == list(range(process * per, (process + 1) * per)):
         return Fail(said + "どの行かはシャーディングと持ち主から決まり、プロセスの行が連続するとは限りません。")
+    if got in _one_shard(sharding, shape, owner, process):
+        return Fail(said + "1 つのデバイスのシャードの行だけなので、そのプロセスのすべてのデバイスのシャードの行を合わせます。")
     return Fail(said + "そのプロセスのデバイスが持つシャードの行（index[0]）を、すべて合わせます。")
+
+
+def _hull(rows: list[int]) -> list[int]:
+    """行の最小から最大までの範囲（空なら空）。"""
+    return list(range(rows[0], rows[-1] + 1)) if rows else []
+
+
+def _one_shard(sharding, shape, owner, process) -> list[list[int]]:
+    """そのプロセスのデバイスのそれぞれについて、そのデバイス 1 つのシャードの行。"""
+    return [list(range(*index[0].indices(shape[0])[:2]))
+            for device, index in sharding.devices_indices_map(tuple(shape)).items() if owner[device.id] == process]
 
 
 @exercise("6.6-4", "rows_to_load")
@@ -141,4 +167,11 @@ def check_rows_to_load(fn):
                 raise Fail(f"{where}: 行はそろっていますが、昇順ではありません。sorted(...) で並べます。")
             raise _wrong(fn, where, want, got, sharding, shape, owner, process, n_proc)
     n_spec, n_owner = len({s.spec for s, *_ in hidden}), len({label for _, _, label, _, _ in hidden})
-    return f"{n_spec} 通りの spec と {n_owner} 通りの持ち主の決め方で、どのプロセスの行も一致しました。"
+    n, flat = hidden[0][0].mesh.devices.size, min(hidden[0][0].mesh.devices.shape) == 1
+    note = ("（デバイスが 1 個なので、1 つのプロセスがすべての行を読み込む場合しか作れず、持ち主の誤りと昇順に並べない誤りはこの環境では"
+            "確かめられません）" if n == 1 else
+            "（デバイスが 2 個なので、プロセスの行はいつも連続して昇順に並び、最小から最大までの行を取る誤りと"
+            "昇順に並べない誤りはこの環境では確かめられません）" if n == 2 else
+            f"（デバイスが {n} 個ではメッシュの片方の軸が 1 なので、シャードの行はいつもデバイスの順に昇順で並び、"
+            "昇順に並べない誤りはこの環境では確かめられません）" if flat else "")
+    return f"{n_spec} 通りの spec と {n_owner} 通りの持ち主の決め方で、どのプロセスの行も一致しました{note}。"

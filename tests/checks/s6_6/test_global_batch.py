@@ -1,4 +1,5 @@
-"""6.6-3 global_batch: 参照と別の書き方（bool の mask、np.concatenate のパディング、device_put）は通り、
+"""6.6-3 global_batch: 参照と別の書き方（bool の mask、np.concatenate のパディング、関数を名前で import）は通り、
+jax.device_put で作る答え（1 プロセスでは同じ配列）は、その名前で落ちる。
 パディングの誤り（しない、デバイスの総数まで、もう 1 本の軸の大きさまで、割り切れるのに足す、0 でない行）、
 spec の誤り（複製、もう 1 本の軸、特徴の軸も分割）、別のメッシュ、mask の誤り（すべて 1、複製、形）、
 返す順番と型の誤りは、それぞれの言葉で落ちる。
@@ -46,12 +47,50 @@ def test_reference_and_other_forms_pass():
     say(EX, reference, Status.PASS, "形・分割・値・mask")
     say(EX, batch(right_rows, mask_dtype=np.bool_), Status.PASS)
 
-    def with_device_put(x, mesh, axis):   # 1 プロセスでは同じ配置
+
+def test_function_imported_by_name_passes():
+    """from jax import make_array_from_process_local_data のように名前で読み込んだ答えも、作った関数が見える。"""
+    space = {"np": np, "NamedSharding": NamedSharding, "P": P,
+             "local": jax.make_array_from_process_local_data, "multiple_of": multiple_of}
+    exec("def global_batch(x, mesh, axis):\n"
+         "    rows = multiple_of(mesh.shape[axis], x.shape[0])\n"
+         "    s = NamedSharding(mesh, P(axis))\n"
+         "    m = (np.arange(rows) < x.shape[0]).astype(np.float32)\n"
+         "    return local(s, np.pad(x, ((0, rows - x.shape[0]), (0, 0))), (rows, x.shape[1])), local(s, m, (rows,))\n",
+         space)
+    say(EX, space["global_batch"], Status.PASS)
+    assert space["local"] is jax.make_array_from_process_local_data   # チェックの後は元に戻っている
+
+
+def device_put_batch(which=("x", "mask"), by_name=False):
+    """x と mask（の一方）を jax.device_put で作る答え（1 プロセスでは同じ配列になる）。"""
+    put = jax.device_put
+
+    def global_batch(x, mesh, axis):
         rows = multiple_of(mesh.shape[axis], x.shape[0])
-        mask = np.arange(rows) < x.shape[0]
-        return (jax.device_put(np.pad(x, ((0, rows - x.shape[0]), (0, 0))), NamedSharding(mesh, P(axis, None))),
-                jax.device_put(mask, NamedSharding(mesh, P(axis))))
-    say(EX, with_device_put, Status.PASS)
+        s = NamedSharding(mesh, P(axis))
+        padded, mask = np.pad(x, ((0, rows - x.shape[0]), (0, 0))), (np.arange(rows) < x.shape[0]).astype(np.float32)
+        make = (lambda a, shape: put(a, s)) if by_name else (lambda a, shape: jax.device_put(a, s))
+        local = jax.make_array_from_process_local_data
+        return tuple(make(a, a.shape) if w in which else local(s, a, a.shape)
+                     for w, a in (("x", padded), ("mask", mask)))
+    return global_batch
+
+
+def test_device_put_is_named():
+    say(EX, device_put_batch(), Status.FAIL, "x と mask を jax.device_put", "make_array_from_process_local_data")
+    say(EX, device_put_batch(which=("mask",)), Status.FAIL, "mask を jax.device_put")
+    assert jax.device_put is not None
+
+
+def test_device_put_by_name_is_named():
+    """device_put を名前で持っていても（関数のグローバル変数ではなく閉包）、make_array を呼ばなければそう言う。"""
+    say(EX, device_put_batch(by_name=True), Status.FAIL, "make_array_from_process_local_data が呼ばれていません")
+
+
+def test_one_device_pass_line_says_what_it_cannot_tell():
+    msg = say(EX, reference, Status.PASS)
+    assert ("確かめられません" in msg) == (N == 1), msg
 
 
 @multi
@@ -116,7 +155,7 @@ def test_order_type_and_value_mistakes():
     def mask_per_feature(x, mesh, axis):
         gx, _ = reference(x, mesh, axis)
         m = (np.arange(gx.shape[0]) < x.shape[0]).astype(np.float32)[:, None] * np.ones(x.shape[1], np.float32)
-        return gx, jax.device_put(m, NamedSharding(mesh, P(axis)))
+        return gx, jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), m, m.shape)
     say(EX, mask_per_feature, Status.FAIL, "1 行に 1 つ")
 
 

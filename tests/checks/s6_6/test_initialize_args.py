@@ -49,7 +49,7 @@ def test_coordinator_mistakes_are_named():
     say(EX, changed(coordinator_address=lambda c, host, h, j, out: (c["hosts"][0], c["port"])), Status.FAIL,
         "'ホスト:ポート' の形の文字列")
     say(EX, changed(coordinator_address=lambda c, host, h, j, out: f"{sorted(c['hosts'])[0]}:{c['port']}"),
-        Status.FAIL, "hosts の最初のホスト")
+        Status.FAIL, "名前の順に並べ替えず")
 
 
 def test_num_processes_mistakes_are_named():
