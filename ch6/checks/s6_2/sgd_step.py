@@ -102,7 +102,7 @@ def _named_mistake(params, got, xs, ys, masks, lr) -> str | None:
     squared = _scaled(_grads_np(params, x, y, m, kind="squared"), 1 / float(m.sum()))
     for rate in {lr, NOTEBOOK_LR}:
         if np.allclose(as_vector(got), as_vector(step_with(params, squared, rate)), rtol=1e-4, atol=1e-5):
-            return ("ノートブックの squared_errors と同じ更新なので、チェックが渡した loss_fn が使われていません。"
+            return ("演習のノートブックの squared_errors と同じ更新なので、チェックが渡した loss_fn が使われていません。"
                     "引数の loss_fn を使いましょう。")
     for grads, why in wrong:
         if np.allclose(as_vector(got), as_vector(step_with(params, grads, lr)), rtol=1e-4, atol=1e-5):
@@ -142,6 +142,12 @@ def _expect_update(params, got, xs, ys, masks, what):
     expect_shape(w, (groups, D), f"{what}の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
     w, b = np.asarray(w, np.float64), np.asarray(b, np.float64).reshape(groups)
     if groups > 1 and not (np.allclose(w, w[:1], atol=1e-6) and np.allclose(b, b[:1], atol=1e-6)):
+        total = _grads_np(params, *(a.reshape(-1, *a.shape[2:]) for a in (xs, ys, masks)))
+        local = [step_with(params, _scaled(total, 1 / float(m.sum())), HIDDEN_LR) for m in masks]
+        if all(np.allclose(as_vector({"w": w[d], "b": b[d]}), as_vector(local[d]), rtol=1e-4, atol=1e-5)
+               for d in range(groups)):
+            raise Fail(f"{what} で、勾配の和をそのデバイスの有効な件数で割っています。"
+                       "割るのは全デバイスの件数の和 lax.psum(jnp.sum(mask), axis_name) です。")
         raise Fail(f"{what} で、デバイスごとに違うパラメータになったので、勾配がデバイスの間でまとめられていません。"
                    "勾配の和と有効な件数の和を lax.psum で集めましょう。")
     one = {"w": w[0], "b": b[0]}
