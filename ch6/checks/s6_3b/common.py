@@ -32,9 +32,10 @@ def put(mesh, a, spec):
     return jax.device_put(a, NamedSharding(mesh, spec))
 
 
-def wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
+def wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False, check_vma: bool = True):
     """学習者の 1 デバイス分の関数を shard_map + jit で包む。
-    stack=True なら、デバイス i の結果を出力の i 番目に積む（複製でない結果も全デバイス分見られる）。"""
+    stack=True なら、デバイス i の結果を出力の i 番目に積む（複製でない結果も全デバイス分見られる）。
+    check_vma=False は、check_vma のエラーの後で中身を調べ直すため（何を使ったかを言うのに使う）。"""
     import jax
     from jax.sharding import PartitionSpec as P
 
@@ -46,7 +47,7 @@ def wrap(fn, mesh, in_specs, out_specs, *, stack: bool = False):
 
             return jnp.asarray(fn(*blocks))[None]
         out_specs = P(AXIS)
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma))
 
 
 def need_callable(fn) -> None:
@@ -54,8 +55,9 @@ def need_callable(fn) -> None:
         raise Fail(f"関数のはずの値が {type(fn).__name__} でした。関数そのものを渡してください。")
 
 
-def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
-    """g を呼ぶ。shard_map がよく出すエラーは、原因を言い当てる 1 行に直す。"""
+def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = "", loose=None):
+    """g を呼ぶ。shard_map がよく出すエラーは、原因を言い当てる 1 行に直す。
+    loose は同じ関数を check_vma=False で包んだもの: 複製のエラーのとき、中に all_gather があるかを調べ直す。"""
     try:
         return call(g, *args)
     except LearnerError as exc:
@@ -64,8 +66,11 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
             raise Fail(f"集団通信に渡した軸の名前がメッシュにないので、JAX が {type(exc.exc).__name__} を出しました。"
                        f"メッシュの軸の名前は '{AXIS}' です。") from None
         if "require replication" in msg or "could not infer replication" in msg:
-            raise Fail("out_specs=P() は「全デバイスで同じ値」の約束なのに、出力がデバイスごとに違う値のままです"
-                       f"（check_vma のエラーで、all_gather の結果もデバイスごとに違う値として扱われます）。{replicated_hint}") from None
+            if loose is not None and _uses_gather(loose, args):
+                raise Fail("all_gather の結果もデバイスごとに違う値として扱われるので、out_specs=P()（全デバイスで同じ値）の"
+                           f"出力に check_vma がエラーを出しました。{replicated_hint}") from None
+            raise Fail("out_specs=P() は「全デバイスで同じ値」の約束なのに、出力がデバイスごとに違う値のままなので、"
+                       f"check_vma がエラーにしました。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:
             raise Fail("shard_map の in_specs が、渡された配列の分割と合っていません。"
                        f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書きましょう。'}") from None
@@ -74,6 +79,38 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = ""):
         if "out_specs" in msg and "too long" in msg:
             raise Fail("出力の次元が out_specs より少なくなっています。shard_map は次元を保つので、ブロックは入力と同じ次元数で返します。") from None
         raise
+
+
+def without_vma_check(f):
+    """f を呼ぶ間だけ jax.shard_map の check_vma を既定で False にした版（学習者が自分で shard_map を呼ぶ問題で、
+    check_vma のエラーの後に中身を調べ直すため。学習者が check_vma を渡していれば、それを使う）。"""
+    import functools
+
+    import jax
+
+    def relaxed(*args):
+        real = jax.shard_map
+
+        @functools.wraps(real)
+        def loose_map(*a, **kw):
+            kw.setdefault("check_vma", False)
+            return real(*a, **kw)
+
+        jax.shard_map = loose_map
+        try:
+            return f(*args)
+        finally:
+            jax.shard_map = real
+
+    return relaxed
+
+
+def _uses_gather(loose, args) -> bool:
+    """check_vma=False で包んだ学習者の関数の jaxpr に all_gather があるか（調べられなければ False）。"""
+    try:
+        return bool(jaxpr_primitives(loose, *args) & GATHER)
+    except Exception:
+        return False
 
 
 def _bad_axis_assert(err: BaseException) -> bool:

@@ -85,6 +85,9 @@ def check_sharded_softmax(fn):
         shifted = np.concatenate([np.exp(x[:, b] - x[:, b].max(1, keepdims=True)) for b in blocks], axis=1)
         if is_close(g_np, shifted / shifted.sum(1, keepdims=True)):
             raise Fail("引いている最大値がデバイスごとに違います。lax.pmax(…, 'x') で全体の最大値にそろえましょう。")
+    if is_close(g_np, _softmax(x, axis=0)):
+        raise Fail("列ごと（axis=0）に正規化しているので、各列の和が 1 です。softmax は行ごとに、"
+                   "最大値も exp の和も axis=1 で取ります。")
     expect_close(got, want, "sharded_softmax の結果", rtol=1e-4, atol=1e-6,
                  )
 

@@ -133,6 +133,24 @@ def _ring_global_count(block):
 
 
 def test_ring_with_the_global_device_count_fails_on_a_2d_mesh():
-    if N % 2 or N < 4:  # x 軸がデバイスの数より小さい 2 次元メッシュ（x × y、どちらも 2 以上）が作れるときだけ
+    """x 軸がデバイスの数より小さいメッシュは、奇数個や 2 個でも一部のデバイスで作る。1 個では作れないと正解の 1 行が言う。"""
+    if N == 1:
+        r = run("6.3b-2", _ring_global_count)
+        assert r.status == "pass" and "確かめられません" in r.message, r.message
         return
     assert_fail(run("6.3b-2", _ring_global_count), "lax.axis_size('x')", "y 軸")
+
+
+def test_mesh_with_a_smaller_x_axis_exists_for_every_count():
+    from ch6.checks.s6_3b.ring_all_gather import axis_size_mesh_shape
+    assert axis_size_mesh_shape(1) is None
+    for n in range(2, 9):
+        a, b, used = axis_size_mesh_shape(n)
+        assert a < n and a * b == used <= n and b >= 1, (n, a, b, used)
+
+
+def test_pass_line_names_the_mesh_it_tried():
+    r = run("6.3b-2", ring_all_gather)
+    assert r.status == "pass"
+    assert ("確かめられません" in r.message) == (N == 1), r.message
+    assert ("y 軸" in r.message) == (N > 1), r.message
