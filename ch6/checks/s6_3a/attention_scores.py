@@ -36,12 +36,13 @@ def check_attention_scores(fn):
         spec = norm_spec(jax.typeof(out).sharding.spec)
         if spec != ("data",):
             extra = "（複製で、バッチが分割されていません）" if spec == () else ""
-            raise Fail(f"出力の型は P('data', None, None) のはずが、{show_spec(spec, 3)}{extra} でした。"
+            raise Fail(f"出力の型は P('data', None, None) のはずが、{show_spec(spec, 3)}{extra or ' '}でした。"
                        "out_sharding で出力を P('data', None, None) にします。")
         counts = call(comm_counts, f, qs, ks)
     if counts.get("all-gather") or set(counts) - {"all-reduce"}:
         raise Fail(f"結果は正しいのですが、余分な通信があります（{collectives_line(counts)}）。"
                    "q や k を集め直さず、out_sharding で部分和の all-reduce だけにしましょう。")
     if m == 1:
-        return "出力の型は P('data', None, None) です（model 軸の長さが 1 なので通信は現れません）。"
+        return ("出力の型は P('data', None, None) です（model 軸の長さが 1 なので通信が現れず、q や k を集め直す誤りは"
+                "この環境では確かめられません）。")
     return f"出力の型は P('data', None, None)、通信は {collectives_line(counts)} だけです。"
