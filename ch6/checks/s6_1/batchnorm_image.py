@@ -57,6 +57,11 @@ def check_batchnorm_image(fn):
                        "バッチ全体の平均のまわりで (x - 平均) ** 2 を取り、pmean で平均しましょう。")
         if np.allclose(g, (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean((0, 1, 2))) + EPS), rtol=1e-3, atol=1e-3):
             raise Fail("eps を sqrt の外で足しているので、分散 ≈ 1e-6 のチャネルで値が違います。分母は sqrt(分散 + eps) です。")
+        summed = x64.mean((1, 2)).sum(0)  # pmean の代わりに psum: 平均が画像の枚数倍
+        summed_var = ((x64 - summed) ** 2).mean((1, 2)).sum(0)
+        if np.allclose(g, (x64 - summed) / np.sqrt(summed_var + EPS), rtol=1e-3, atol=1e-3):
+            raise Fail(f"lax.psum は和なので、画像 {b} 枚分の和を平均と分散の代わりに使っています。"
+                       "lax.pmean を使うか、psum の結果を枚数で割ります。")
         per_pixel = (xs - xs.mean(0)) / np.sqrt(xs.var(0) + EPS)
         if np.allclose(g, per_pixel, rtol=1e-3, atol=1e-3):
             raise Fail("画素ごとにバッチの統計を取っています。チャネルごとに H と W の軸もまとめて平均しましょう。")

@@ -76,6 +76,18 @@ def check_clipped_mean_grad(fn):
         for key, msg in mistakes.items():
             if tree_close(got, alt[key]) and tree_close(got_small, alt_small[key]):
                 raise Fail(msg)
+        import jax
+
+        def elementwise(c):   # 要素ごとに ±max_norm で切る（jnp.clip）
+            return jax.tree.map(lambda v: np.clip(v, -c, c).mean(0), per)
+
+        def squared(c):       # ノルムの 2 乗（sqrt なし）で倍率を決める
+            s = np.minimum(1.0, c / sample_norms(per) ** 2)
+            return jax.tree.map(lambda v: (v * s.reshape((-1,) + (1,) * (v.ndim - 1))).mean(0), per)
+        if tree_close(got, elementwise(max_norm)) and tree_close(got_small, elementwise(small)):
+            raise Fail("勾配を要素ごとに ±max_norm で切っています。ベクトル全体のノルムで、g_i を min(1, max_norm / ||g_i||) 倍します。")
+        if tree_close(got, squared(max_norm)) and tree_close(got_small, squared(small)):
+            raise Fail("倍率をノルムの 2 乗で決めています。ノルムは 2 乗和の平方根（jnp.sqrt）です。")
     expect_tree(got, want, "clipped_mean_grad の結果",
                  hint="g_i を min(1, max_norm / ||g_i||) 倍して平均します。")
     expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルをクリップする値）のときの結果",
