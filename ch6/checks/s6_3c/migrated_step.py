@@ -114,7 +114,7 @@ def _check_step_output(out, p0, x, y, n, d, what):
     want, want_loss = _logistic_np(p0, x, y, HIDDEN_LR)
     plain, plain_loss = _logistic_np(p0, x, y, HIDDEN_LR, l2=0.0)
     if is_close(loss, plain_loss) or is_close(w, plain["w"]):
-        raise Fail("ノートブックの logistic_loss と同じ値なので、チェックが渡した loss_fn が使われていません。"
+        raise Fail("演習のノートブックの logistic_loss と同じ値なので、チェックが渡した loss_fn が使われていません。"
                    "body の中では引数の loss_fn を呼びます。")
     per = len(y) // n
     for axis, group in _one_axis_groups(n):

@@ -35,6 +35,8 @@ def _standardize_np(x, eps, n):
         "local": ((blocks - lmean) / np.sqrt(lvar + eps)).reshape(x.shape),
         "no_eps": (x - mean) / np.sqrt(var),
         "mean_of_local_var": (x - mean) / np.sqrt(lvar.mean(axis=0)[0] + eps),
+        # 平均は pmean したが、分散（全体の mean からのずれの 2 乗）は各デバイスの中だけで平均した
+        "local_var": ((blocks - mean) / np.sqrt(((blocks - mean) ** 2).mean(axis=1, keepdims=True) + eps)).reshape(x.shape),
     }
 
 
@@ -80,6 +82,8 @@ def check_standardize_smap(fn):
             raise Fail("z を各デバイスの中だけの平均と分散で標準化しています。分散も lax.pmean で全デバイスの平均にします。")
         if is_close(z, ref["no_eps"], rtol=1e-3, atol=1e-4):
             raise Fail("z の分母に eps が入っていません。jnp.sqrt(var + eps) で割りましょう。")
+        if n > 1 and is_close(z, ref["local_var"], rtol=1e-3, atol=1e-4):
+            raise Fail("平均は全デバイスのものですが、分散が各デバイスの中だけの平均です。分散も lax.pmean で全デバイスの平均にします。")
         if n > 1 and is_close(z, ref["mean_of_local_var"], rtol=1e-3, atol=1e-4):
             raise Fail("分散が、各デバイスの中の平均からのずれで計算されています。全体の mean からのずれの 2 乗を pmean しましょう。")
         expect_close(z, want_z, "z（1 つ目の戻り値）", rtol=1e-3, atol=1e-4,
