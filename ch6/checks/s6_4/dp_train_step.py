@@ -220,4 +220,7 @@ def _call_step(step, *args):
         if "axis 0 is partitioned" in text or (f"{K_STEPS}" in text and "divisible" in text):
             raise Fail(f"xs の 0 軸（ステップの軸、長さ {K_STEPS}）を 'data' で分割しようとして、割り切れずにエラーになりました。"
                        "分割するのはバッチの軸（1 軸目）なので P(None, 'data') です。") from None
+        if "dimension of all xs should be replicated" in text:
+            raise Fail("xs の 0 軸（ステップの軸）を 'data' で分割したので、その軸を回す scan がエラーにしました。"
+                       "分割するのはバッチの軸（1 軸目）なので P(None, 'data') です。") from None
         raise

@@ -154,5 +154,7 @@ def check_fsdp_shard(fn):
     if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
         sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
         _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
+    one = ("（デバイスが 1 個なので、どの軸も 1 で割り切れ、割り切れるかの調べ方の誤りはこの環境では確かめられません）"
+           if n == 1 else "")
     return (f"{n} デバイスで全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになり、"
-            "どのメッシュでも各葉は割り切れる最も長い軸を 'data' だけで分割しています。")
+            f"どのメッシュでも各葉は割り切れる最も長い軸を 'data' だけで分割しています{one}。")
