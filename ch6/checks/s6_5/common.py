@@ -112,7 +112,8 @@ def grade(fn, correct: set[str], why: dict[str, str], ok: str,
         raise RuntimeError("no choice matches what JAX computed")
     key = _choice(fn)
     if key in correct:
-        return ok + _single_note(correct, n_devices())
+        note = _single_note(correct, n_devices())   # 1 文のまま: 最後の「。」の前に入れる
+        return ok.removesuffix("。") + note + "。" if note else ok
     text = outcomes[key].text if outcomes and key in outcomes else ""
     ran = f"（実際に動かすと、{text}）" if text else ""
     raise Fail(f"「{key}」は違います。{why[key].removesuffix('。')}{ran}。")

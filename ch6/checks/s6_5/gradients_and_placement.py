@@ -162,7 +162,7 @@ def q4_outcomes(n: int) -> dict[str, Outcome]:
     import jax.numpy as jnp
 
     ns = jax_namespace() | {"mesh": quiz_mesh(), "x4": jnp.ones((3 * n + 1, 2 * n))}
-    out = {k: outcome_of(lambda s=s: eval_option(s, ns), lambda r: Outcome(True, "エラーなく置けます"))
+    out = {k: outcome_of(lambda s=s: eval_option(s, ns), lambda r: Outcome(True, "エラーなく配置できます"))
            for k, s in Q4_OPTIONS.items()}
     out["d"] = Outcome(not any(o.ok for o in out.values()), "")
     return out
