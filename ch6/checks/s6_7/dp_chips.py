@@ -120,8 +120,8 @@ def check_max_dp_chips(fn):
         label, hw, tokens = todo[k][:3]
         default = number(call(fn, hw, tokens), f"{label}で axes と form を省いて返したチップの数")
         if default != want[k]:
-            raise Fail(f"{label}: axes と form を省いて呼ぶと {default:g} 個で、axes=1, form='book' を渡したときの "
-                       f"{want[k]} 個と違います。関数の定義の既定値は axes=1、form='book' のままにします。")
+            raise Fail(f"{label}: 既定値で呼ぶと {default:g} 個で、axes=1, form='book' を渡したときの {want[k]} 個と"
+                       "違います。既定値は axes=1、form='book' のままにします。")
         return f"隠しの TPU と GPU の行の {len(todo)} つの場面で、最大のチップの数が一致しました（ちょうどと n = 1 を含みます）。"
     slips = [([wrong(hw, t, a, f, kind) for _, hw, t, a, f in todo], message) for kind, message in _MISTAKES]
     for answers, message in slips:  # ほかの誤りの並びと重なるときは名指ししない（同じ文どうしは重なってよい）

@@ -175,7 +175,7 @@ def _answer(out, names: list[str], label: str):
             raise Fail(f"{label}: 名前が None なのに関数が返りました。どれも収まらないときは (None, None) を返します。")
         return None, None
     if not isinstance(name, str) or name not in names:
-        raise Fail(f"{label}: 名前 {name!r} は candidates にありません。候補の名前 {names} のどれかを返します。")
+        raise Fail(f"{label}: 名前 {name!r} は candidates にありません。candidates のキーのどれかを返します。")
     if not callable(grad_fn):
         raise Fail(f"{label}: {name} を選んだのに、関数ではなく {type(grad_fn).__name__} が返りました。"
                    "jax.jit(jax.grad(loss)) を返します。")

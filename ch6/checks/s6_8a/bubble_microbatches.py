@@ -143,8 +143,8 @@ def check_microbatches_for_bubble(fn):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母を V·M + S にしていますが、"
                    "ティックは V·M + S − 1 です。")
     if same_as(_no_virtual):
-        raise Fail(f"{what}: 答えが {want} になるはずが、V = 1 のときの M と同じ {got} でした。"
-                   "1 デバイスが V 個のステージを持つと、バブルは (S − 1)/(V·M + S − 1) で、V が掛かるのは M だけです。")
+        raise Fail(f"{what}: 答えが {want} になるはずが、V = 1 のときと同じ {got} でした。"
+                   "バブル (S − 1)/(V·M + S − 1) で V が掛かるのは M だけです。")
     if same_as(_numerator_s):
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分子を S にしていますが、"
                    "埋まるまでのティックは S − 1 なので、バブルは (S − 1)/(V·M + S − 1) です。")

@@ -152,10 +152,9 @@ def _perms_or_fail(run, w, xs, n: int, v_count: int):
         raise
     if not perms and others:
         used = "・".join(sorted(others))
-        cost = ("1 デバイスが受け取るバイトが全デバイスの y の分、ppermute の n − 1 倍に増えます" if "all_gather" in others
-                else "全デバイスにまたがる集団通信になり、ppermute より多くのバイトを送ります")
-        raise Fail(f"ppermute の代わりに {used} で受け渡しているので、値が合っても、{cost}。受け渡しは 1 つ先へ送るだけ"
-                   "なので、y を lax.ppermute で (i + 1) % n へ送ります。")
+        cost = ("1 デバイスが受け取るバイトが ppermute の n − 1 倍になります" if "all_gather" in others
+                else "全デバイスにまたがる集団通信で、ppermute より多くのバイトを送ります")
+        raise Fail(f"ppermute の代わりに {used} で受け渡すと、値が合っても{cost}。y を lax.ppermute で (i + 1) % n へ送ります。")
     if not perms:
         raise Fail("ppermute がないので、y が次のデバイスへ届きません。y を lax.ppermute で (i + 1) % n へ送り、"
                    "次の state にします。")

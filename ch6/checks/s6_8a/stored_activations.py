@@ -171,9 +171,9 @@ def check_peak_activations(fn):
     if same_as(_before_first_backward):
         raise Fail(said + "最初の B までの F を数えていますが、最大はその後に来ることがあります。")
     if same_as(_rows_joined):
-        raise Fail(said + "行をつないで、前のステージの残りを持ち越して数えています。ステージごとに 0 から数えます。")
+        raise Fail(said + "行をつないで前のステージの残りを持ち越しているので、ステージごとに 0 から数え直します。")
     if same_as(_along_columns):
-        raise Fail(said + "列（ティック）の向きに数えています。1 行が 1 ステージなので、行ごとに左から数えます。")
+        raise Fail(said + "列（ティック）の向きに数えているので、1 行を 1 ステージとして行ごとに左から数えます。")
     if same_as(_max_before_increment):
-        raise Fail(said + "F で 1 増やす前に最大をとっています。F のティックで保存した活性値も、最大に入れます。")
+        raise Fail(said + "F で 1 増やす前に最大をとっているので、F のティックで保存した活性値も最大に入れます。")
     raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")

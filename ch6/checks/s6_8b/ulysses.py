@@ -68,7 +68,7 @@ def _run(fn, mesh, rng, after_1d: bool):
             raise Fail("tiled=False の all_to_all は、分割する軸の大きさが軸 seq の大きさと同じでないと使えません。"
                        "tiled=True にすると、その軸を n 等分して送ります。") from None
         if after_1d:
-            raise Fail(f"1 次元のメッシュでは動き、data × seq の 2 次元のメッシュでだけ {type(exc.exc).__name__} が出ました。"
+            raise Fail(f"data × seq の 2 次元のメッシュでだけ {type(exc.exc).__name__} が出ました。"
                        "軸 seq の大きさは jax.device_count() ではなく lax.axis_size('seq') で読みます。") from None
         raise
     return got, _collectives(g, *args), (q, k, v, h, b, d, n)

@@ -115,5 +115,5 @@ def test_a_changed_default_is_caught():
     def step_form(hw, tokens, axes=1, form="step"):
         return ref(hw, tokens, axes, form)
 
-    expect("6.7-1", axes_two, "fail", "axes と form を省いて呼ぶ", "既定値は axes=1、form='book'")
-    expect("6.7-1", step_form, "fail", "axes と form を省いて呼ぶ", "既定値は axes=1、form='book'")
+    expect("6.7-1", axes_two, "fail", "既定値で呼ぶと", "既定値は axes=1、form='book'")
+    expect("6.7-1", step_form, "fail", "既定値で呼ぶと", "既定値は axes=1、form='book'")

@@ -97,7 +97,7 @@ def test_m_plus_s_is_named():
 
 
 def test_ignoring_v_is_named():
-    expect("6.8a-3", ignores_virtual, Status.FAIL, "V = 1 のときの M と同じ", "V が掛かるのは M だけ")
+    expect("6.8a-3", ignores_virtual, Status.FAIL, "V = 1 のときと同じ", "V が掛かるのは M だけ")
 
 
 def test_fresh_slips_from_the_statement():
@@ -107,7 +107,7 @@ def test_fresh_slips_from_the_statement():
         while (n_stages - 1) * n_virtual / (n_virtual * m + (n_stages - 1) * n_virtual) > target + 1e-9:
             m += 1
         return m
-    expect("6.8a-3", virtual_fill_too, Status.FAIL, "V = 1 のときの M と同じ")
+    expect("6.8a-3", virtual_fill_too, Status.FAIL, "V = 1 のときと同じ")
 
     # 分子を S にする（埋まるまでのティックを S と数える）
     def numerator_s(n_stages, target, n_virtual=1):

@@ -170,7 +170,7 @@ def test_fresh_slips_from_the_statement():
     def flattened(schedule):
         s = _steps(schedule)
         return [int(v) for v in np.cumsum(s.reshape(-1)).reshape(s.shape).max(axis=1)]
-    expect("6.8a-2", flattened, Status.FAIL, "順伝播だけの順番", "行をつないで", "0 から数えます")
+    expect("6.8a-2", flattened, Status.FAIL, "順伝播だけの順番", "行をつないで", "0 から数え直します")
 
     # 軸を取り違えた cumsum（列の向き）
     def along_columns(schedule):
