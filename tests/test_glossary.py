@@ -131,30 +131,12 @@ def test_the_learner_files_include_checks_explain_figures_and_readme():
 # issue 39 の規則（issue = "39"）の当たりが残るファイル: 本編・解答例・チェックは担当者が直している途中。ここにある
 # ファイルでも、それ以外の規則の当たりは失敗にする。直したファイルはここから消す（残っていれば XPASS と表示される）
 SCAN_PENDING = {
-    "ch6/checks/s6_2/sgd_step.py",
-    "ch6/checks/s6_3c/migrated_step.py",
-    "ch6/checks/s6_5/gradients_and_placement.py",
     "ch6/checks/s6_7/dp_chips.py",
     "ch6/checks/s6_9a/rules_for_mesh.py",
-    "exercises/6_2_pmap.ipynb",
-    "exercises/6_3b_shard_map.ipynb",
-    "exercises/6_3c_migration.ipynb",
-    "exercises/6_4_patterns.ipynb",
-    "exercises/6_5_summary.ipynb",
     "exercises/6_7_cost_memory.ipynb",
     "exercises/6_8b_sequence_expert.ipynb",
     "notebooks/6_10_inference.ipynb",
-    "notebooks/6_2_pmap.ipynb",
-    "notebooks/6_3b_shard_map.ipynb",
-    "notebooks/6_3c_migration.ipynb",
-    "notebooks/6_4_patterns.ipynb",
-    "notebooks/6_5_summary.ipynb",
     "notebooks/6_9a_train.ipynb",
-    "solutions/6_2_pmap.ipynb",
-    "solutions/6_3b_shard_map.ipynb",
-    "solutions/6_3c_migration.ipynb",
-    "solutions/6_4_patterns.ipynb",
-    "solutions/6_5_summary.ipynb",
 }
 
 
@@ -528,23 +510,9 @@ LENGTH_FILES = glossary.length_files(ROOT)
 # 本編と解答例は issue 39 の担当者が文を分けている途中: 120 文字を超える文が残るファイル（直したら消す）
 LONG_PENDING = {
     "notebooks/6_10_inference.ipynb",
-    "notebooks/6_1_vmap.ipynb",
-    "notebooks/6_2_pmap.ipynb",
-    "notebooks/6_3a_sharding.ipynb",
-    "notebooks/6_3b_shard_map.ipynb",
-    "notebooks/6_4_patterns.ipynb",
-    "notebooks/6_6_multihost.ipynb",
     "notebooks/6_9a_train.ipynb",
     "notebooks/6_9c_lost_process.ipynb",
     "solutions/6_10_inference.ipynb",
-    "solutions/6_1_vmap.ipynb",
-    "solutions/6_2_pmap.ipynb",
-    "solutions/6_3a_sharding.ipynb",
-    "solutions/6_3b_shard_map.ipynb",
-    "solutions/6_3c_migration.ipynb",
-    "solutions/6_4_patterns.ipynb",
-    "solutions/6_5_summary.ipynb",
-    "solutions/6_6_multihost.ipynb",
     "solutions/6_9a_train.ipynb",
     "solutions/6_9b_checkpoint_resume.ipynb",
 }
