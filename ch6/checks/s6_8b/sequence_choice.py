@@ -30,7 +30,7 @@ def flop_count(seq_len, heads, head_dim) -> float:
 def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> tuple[str, float]:
     """正しい (方式, 秒)（kind を渡すと、名指しする誤りの答え）。"""
     flops = flop_count(seq_len, heads, head_dim) / (2 if kind == "flops2" else 1)
-    t_math = flops / (1 if kind == "no_div_n" else n) / hw.flops
+    t_math = flops / {"no_div_n": 1, "div_n_twice": n * n}.get(kind, n) / hw.flops
     comm = comm_reference(hw, n, seq_len, heads, head_dim, nbytes, kind="no_inf" if kind == "no_heads" else "")
     ring_t, uly_t = step_time(t_math, comm["ring"]), step_time(t_math, comm["ulysses"])
     ring, uly = ring_t.overlapped, uly_t.serial
@@ -99,6 +99,7 @@ _MISTAKES = (
     ("wide_tol", "同点の幅が広すぎて、相対 1e-7 の差でも \"ring\" を選んでいます。同点は差が大きいほうの 1e-9 倍以下のときだけです。"),
     ("flops2", "アテンションの FLOP を半分で数えています。QK^T と PV がそれぞれ 2·L²·d なので、合わせて 4·L²·H·d です。"),
     ("no_div_n", "計算の秒を n で割っていません。FLOP は n 個のデバイスが等しく分担するので、1 デバイスの秒は 1/n です。"),
+    ("div_n_twice", "計算の秒を n で 2 回割っています（ヘッドを n で割り、さらに n で割るなど）。1 デバイスの秒は全体の 1/n です。"),
     ("no_heads", "ヘッドの数が n で割り切れないのに Ulysses を選んでいます。そのときは使えないので \"ring\" です。"),
     ("math_seconds", "方式は合っていますが、秒が計算の秒だけです。選んだ方式の step_time の見積もり（max か和）を返します。"),
     ("other_seconds", "方式は合っていますが、秒が選ばなかった方式の見積もりです。選んだ方式の秒を返します。"),

@@ -22,9 +22,11 @@ def comm(chip, n, seq_len, heads, head_dim, nbytes, *, check_heads=True):
 
 
 def make(*, ring_est="overlapped", uly_est="serial", tie="ring", tol=1e-9, flops=4, per_n=True, check_heads=True,
-         only_comm=False, seconds="chosen", as_list=False):
+         only_comm=False, seconds="chosen", as_list=False, twice=False, zero_at_one=False):
     def choose_sequence_parallel(chip, n, seq_len, heads, head_dim, bytes_per_value):
-        t_math = flops * seq_len**2 * heads * head_dim / (n if per_n else 1) / chip.flops
+        if zero_at_one and n == 1:  # 通信がないので 0 秒と考えた
+            return ("ring", 0.0)
+        t_math = flops * seq_len**2 * heads * head_dim / (n if per_n else 1) / (n if twice else 1) / chip.flops
         ring_c, uly_c = comm(chip, n, seq_len, heads, head_dim, bytes_per_value, check_heads=check_heads)
         ring = getattr(ch6.cost.step_time(t_math, ring_c), ring_est)
         uly = getattr(ch6.cost.step_time(t_math, uly_c), uly_est)
@@ -63,6 +65,8 @@ def test_other_correct_forms_pass():
     (dict(check_heads=False), ("割り切れない",)),
     (dict(seconds="math"), ("計算の秒だけ",)),
     (dict(seconds="other"), ("選ばなかった方式",)),
+    (dict(twice=True), ("n で 2 回割って",)),                  # 1 デバイスのヘッド H/n で数え、さらに n で割る
+    (dict(zero_at_one=True), ("n = 1", "のはずが 0 でした")),     # n = 1 を 0 秒とした（計算の秒がある）
 ])
 def test_named_mistakes(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
