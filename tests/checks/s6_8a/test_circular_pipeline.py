@@ -228,7 +228,9 @@ def test_mixing_v_and_s_is_rejected_at_every_device_count():
     first = ("どの周でも w[0]",) if N == 1 else None
     expect("6.8a-1", vs_tick(round_by_v=True), Status.FAIL, *(first or ("V（w.shape[0]）で割って",)))
     expect("6.8a-1", vs_tick(n_from_w=True), Status.FAIL, "w.shape[0]", "lax.axis_size(axis_name)")
-    fresh_words = {1: ("どのティックでも x_fresh",), 3: ("ティック S にも",)}.get(N, ("t < V（w.shape[0]）",))
+    # 3 デバイスでは V = S + 1、4 デバイスでは V = S − 1 なので、t < V は「ティック S にも」「S − 2 まで」と同じ値になる
+    fresh_words = {1: ("どのティックでも x_fresh",), 3: ("ティック S にも",), 4: ("S − 2 まで",)}.get(
+        N, ("t < V（w.shape[0]）",))
     expect("6.8a-1", vs_tick(fresh_until_v=True), Status.FAIL, *fresh_words)
     if N < 3:  # S < V: S − 1 でクリップすると、使えない周が出る
         expect("6.8a-1", vs_tick(clip_to_s=True), Status.FAIL, *(first or ("0 … S − 1 にクリップ",)))
