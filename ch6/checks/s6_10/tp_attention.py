@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import meshes
-from ...checking import PSUM_NAMES, Fail, LearnerError, call, exercise, n_devices, traced_eqns
+from ...checking import PSUM_NAMES, Fail, LearnerError, call, cannot_tell, exercise, n_devices, traced_eqns
 from .common import AXIS, exercise_rng
 
 # 必須: 受け持つヘッドだけでアテンションと wo の射影を計算し、lax.psum で 1 回だけ足す。K/V は集めない。
@@ -104,8 +104,7 @@ def check_decode_attention_tp(fn):
     if np.allclose(got, want, rtol=1e-4, atol=1e-5):
         if psums > 1:
             raise Fail(f"値は合っていますが、psum が {psums} 回あります。1 トークンの通信は wo を掛けた後の 1 回で足ります。")
-        one = ("（デバイスが 1 個なので、psum と pmean のように部分和の足し方の違いは、この環境では見分けられません。"
-               "デバイスが複数の環境でも試してください）") if n == 1 else ""
+        one = cannot_tell("psum と pmean のように部分和の足し方の違い") if n == 1 else ""
         return (f"{n} デバイスでヘッド {q.shape[1]}（KV ヘッド {k.shape[2]}）を分割したアテンションが、"
                 f"1 デバイスの値と一致し、通信は psum 1 回でした。{one}")
     if n > 1 and np.allclose(got * n, want, rtol=1e-4, atol=1e-5):

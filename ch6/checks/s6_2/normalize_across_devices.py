@@ -1,7 +1,7 @@
 """6.2-1 normalize_across_devices: 全デバイスの合計で割る（lax.psum）。"""
 from __future__ import annotations
 
-from ...checking import PSUM_NAMES, Fail, call, exercise, expect_close, f32, is_close, n_devices
+from ...checking import PSUM_NAMES, Fail, call, cannot_tell, exercise, expect_close, f32, is_close, n_devices
 from .common import exercise_rng, primitives
 
 # 6.2-1 -------------------------------------------------------------------------------
@@ -32,6 +32,5 @@ def check_normalize(fn):
     prims = primitives(fn, xs)
     if not prims & PSUM_NAMES:
         raise Fail("値は合っていますが、jaxpr にデバイス間の psum がありません。pmap の中で lax.psum を使いましょう。")
-    one = ("（デバイスが 1 個なので、lax.pmean で割る誤りと、デバイスの中だけで割る誤りはこの環境では"
-           "確かめられません）") if n == 1 else ""
+    one = cannot_tell("lax.pmean で割る誤りと、デバイスの中だけで割る誤り") if n == 1 else ""
     return f"形 ({n}, {ks[0]}) と ({n}, {ks[1]}) で一致し、psum を使っています{one}。"

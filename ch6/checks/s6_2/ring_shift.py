@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, expect_close, expect_shape, f32, is_close, n_devices
+from ...checking import Fail, call, cannot_tell, exercise, expect_close, expect_shape, f32, is_close, n_devices
 from .common import exercise_rng, primitives
 
 # 6.2-3 -------------------------------------------------------------------------------
@@ -79,8 +79,6 @@ def check_ring_shift(fn):
         how = "all_gather ですべて集めると通信が n 倍になります" if "all_gather" in prims else \
             "jnp.roll はデバイスの中の並べ替えで、送受信ではありません"
         raise Fail(f"値は合っていますが、jaxpr に ppermute がありません（{how}）。pmap の中で lax.ppermute を使いましょう。")
-    note = ("（デバイスが 1 個なので、どの shift でも行は動かず、送る向きと shift の使い方はこの環境では確かめられません）"
-            if n == 1 else
-            "（デバイスが 2 個の環では右回りと左回りが同じなので、送る向きの誤りはこの環境では確かめられません）"
-            if n == 2 else "")
+    note = (cannot_tell("どの shift でも行が動かず、送る向きと shift の使い方") if n == 1 else
+            cannot_tell("右回りと左回りが同じ環になり、送る向きの誤り") if n == 2 else "")
     return f"{n} デバイスの環で shift={shifts} が一致し、ppermute で送っています{note}。"

@@ -6,6 +6,7 @@ import numpy as np
 from ...checking import (
     PSUM_NAMES,
     Fail,
+    cannot_tell,
     exercise,
     expect_close,
     expect_shape,
@@ -74,5 +75,5 @@ def check_masked_mean(fn):
         return g, put(mesh, xr, specs[0]), put(mesh, mr, specs[1])
 
     expect_no_row_loop(make)
-    one = "（デバイスが 1 個なので、デバイスごとの平均を平均する誤りはこの環境では確かめられません）" if n == 1 else ""
+    one = cannot_tell("デバイスごとの平均を平均する誤り") if n == 1 else ""
     return f"{n} デバイス × {rows} 行（有効な行の数はデバイスごとに違う）で一致し、和と個数を psum しています{one}。"

@@ -6,6 +6,7 @@ import numpy as np
 from ...checking import (
     PSUM_NAMES,
     Fail,
+    cannot_tell,
     exercise,
     expect_close,
     expect_shape,
@@ -108,5 +109,5 @@ def check_megatron_mlp(fn):
 
     expect_no_row_loop(make)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけ" if counts else "jaxpr の集団通信は psum だけ"
-    one = "（デバイスが 1 個なので、psum の前に b2 を足す誤りはこの環境では確かめられません）" if n == 1 else ""
+    one = cannot_tell("psum の前に b2 を足す誤り") if n == 1 else ""
     return f"隠し入力 x {x.shape}、w1 {w1.shape}、w2 {w2.shape} で一致し、結果は複製、{detail}です{one}。"

@@ -8,6 +8,7 @@ from ...checking import (
     Fail,
     LearnerError,
     call,
+    cannot_tell,
     exercise,
     expect_close,
     expect_shape,
@@ -88,8 +89,8 @@ def check_ring_all_gather(fn):
     small = _expect_axis_size(fn, n, r, c, rng)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけです" if n > 1 else "ppermute だけで組み立てています"
     if small is None:
-        return (f"ブロック ({r}, {c}) × {n} デバイスで全体がそろい、{detail}（デバイスが 1 個なので送受信が起きず、"
-                "リングの大きさ、シャードを書き込む位置、送受信の回数の誤りはこの環境では確かめられません）。")
+        return (f"ブロック ({r}, {c}) × {n} デバイスで全体がそろい、{detail}"
+                f"{cannot_tell('送受信が起きず、リングの大きさ、シャードを書き込む位置、送受信の回数の誤り')}。")
     return f"ブロック ({r}, {c}) × {n} デバイスと x 軸 {small[0]}・y 軸 {small[1]} のメッシュで全体がそろい、{detail}。"
 
 

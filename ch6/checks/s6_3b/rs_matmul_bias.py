@@ -6,6 +6,7 @@ import numpy as np
 from ...checking import (
     PSUM_NAMES,
     Fail,
+    cannot_tell,
     exercise,
     expect_close,
     expect_shape,
@@ -73,6 +74,6 @@ def check_rs_matmul_bias(fn):
         raise Fail(f"コンパイル結果に {', '.join(extra)} があります（{collectives_line(counts)}）。"
                    "通信は reduce-scatter 1 回だけにしましょう。")
     detail = f"HLO の集団通信は {collectives_line(counts)}" if counts else "jaxpr の集団通信は reduce_scatter だけ"
-    one = "（デバイスが 1 個なので、b の切り出し方と足す回数の誤りはこの環境では確かめられません）" if n == 1 else ""
+    one = cannot_tell("b の切り出し方と足す回数の誤り") if n == 1 else ""
     sep = " " if detail[-1].isascii() else ""
     return f"隠し入力 x {x.shape}、w {w.shape}、b {b.shape} で一致し、{detail}{sep}です{one}。"
