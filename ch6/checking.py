@@ -33,7 +33,7 @@ __all__ = [
     "Fail", "NotDone", "LearnerError", "exercise", "call", "hidden_rng", "f32", "n_devices", "fmt",
     "expect_shape", "expect_close", "expect_no_batch_loop", "jaxpr_primitives", "jaxpr_size", "walk",
     "PSUM_NAMES", "is_close", "traced_eqns", "dict_entry", "one_line", "Entry", "registered", "counting_compiles",
-    "CANNOT_TELL", "cannot_tell",
+    "CANNOT_TELL", "cannot_tell", "call_within",
 ]
 
 
@@ -108,6 +108,33 @@ def call(fn: Callable, *args, **kwargs):
         raise
     except Exception as exc:  # 学習者のコードの中の例外
         raise LearnerError(exc) from exc
+
+
+class _Late(BaseException):
+    """call_within の時間切れ（BaseException なので、学習者のコードの except Exception では止まらない）。"""
+
+
+def call_within(seconds: float, fn: Callable, *args, late: str, **kwargs):
+    """call と同じだが、seconds 秒で返らなければ Fail(late)（終わらないループでノートブックが止まらないように）。
+    時間を計れるのは SIGALRM のある OS のメインスレッド（Jupyter のカーネルのセル）だけで、ほかでは call と同じ。"""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return call(fn, *args, **kwargs)
+
+    def on_alarm(signum, frame):
+        raise _Late
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return call(fn, *args, **kwargs)
+    except _Late:
+        raise Fail(late) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 # ---------------------------------------------------------------- 隠し入力の部品

@@ -84,3 +84,24 @@ def test_a_library_not_implemented_error_is_not_reported_as_not_done():
     assert run_check("6.1-1", stub).status == "not_done"
     r = run_check("6.1-1", uses_unsupported)
     assert r.status == "error" and "not supported" in r.message
+
+
+def test_call_within_stops_a_loop_in_the_main_thread_and_falls_back_elsewhere():
+    """call_within: メインスレッドでは時間切れで Fail(late)、ほかのスレッドでは call と同じ（時間は計らない）。"""
+    import threading
+
+    import pytest
+
+    from ch6.checking import call_within
+
+    def spin():
+        while True:
+            pass
+    with pytest.raises(Fail, match="遅すぎ"):
+        call_within(0.2, spin, late="遅すぎます")
+    assert call_within(0.2, lambda a, b: a + b, 1, b=2, late="x") == 3
+    out = []
+    t = threading.Thread(target=lambda: out.append(call_within(0.1, lambda: "ok", late="x")))
+    t.start()
+    t.join()
+    assert out == ["ok"]

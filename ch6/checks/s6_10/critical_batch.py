@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...checking import Fail, LearnerError, call, exercise
+from ...checking import Fail, LearnerError, call_within, exercise
 from .common import exercise_rng, whole_number
 
 # 必須: 2·B·N / flops >= (w·N + B·context·kv) / hbm_bw を満たす最小の整数 B >= 1。なければ None。
@@ -22,6 +22,11 @@ LARGE = (3e10, 2, 14_646.0, 8192, 1e15, 2e12)
 
 # 答えが 1 の組: 帯域が最大性能に比べて広いチップ（式の B は 0.25 で、B = 1 ですでに計算律速。0 は返さない）
 SMALL = (1e9, 2, 1000.0, 128, 1e12, 4e12)
+# 1 回の呼び出しの制限時間（秒）。B を 1 から順に試す答えは LARGE（約 300 万）でも数秒で返る。None の組で
+# 止まらないループ（差が 0 以下かを先に調べない）は、ここで打ち切ってそう言う（ノートブックが止まらないように）
+LIMIT_S = 30.0
+LATE = (f"隠しの組の 1 つで、{LIMIT_S:.0f} 秒たっても返りませんでした。計算律速にならない組（差が 0 以下）では B を"
+        "いくら増やしても届かないので、ループで探すなら先にそれを調べて None を返します。")
 
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
@@ -64,7 +69,7 @@ def check_decode_critical_batch(fn):
     cases = _cases()
     got = []
     for n, w, kv, ctx, flops, bw in cases:
-        value = call(fn, n, w, kv, ctx, flops, bw)
+        value = call_within(LIMIT_S, fn, n, w, kv, ctx, flops, bw, late=LATE)
         got.append(None if value is None else whole_number(value, "decode_critical_batch の戻り値"))
     want = [_answer(*c) for c in cases]
     if got == want:
@@ -111,7 +116,7 @@ def _check_tie(fn) -> None:
     """1 行の計算と KV の読み込みがちょうど等しい組: None（< 0 で比べると 0 で割る、または巨大な B を返す）。"""
     assert _answer(*TIE) is None
     try:
-        value = call(fn, *TIE)
+        value = call_within(LIMIT_S, fn, *TIE, late=LATE)
     except LearnerError as err:
         if isinstance(err.exc, ZeroDivisionError):
             raise Fail("1 行の計算の時間と KV を読む時間がちょうど等しい組で、0 で割りました。差が 0 以下ならバッチを"

@@ -108,3 +108,36 @@ def test_other_wrong_answers():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_an_unguarded_loop_is_stopped_and_named(monkeypatch):
+    """None の組を先に調べずに B を 1 から増やすループは終わらない: チェックが打ち切り、ノートブックは止まらない。"""
+    import ch6.checks.s6_10.critical_batch as cb
+
+    monkeypatch.setattr(cb, "LIMIT_S", 0.5)
+
+    def endless(n, w, kv, ctx, flops, bw):
+        b = 1
+        while 2 * b * n / flops < (w * n + b * ctx * kv) / bw:
+            b += 1
+        return b
+
+    def swallowing(n, w, kv, ctx, flops, bw):  # except Exception でも打ち切りは止まらない
+        try:
+            return endless(n, w, kv, ctx, flops, bw)
+        except Exception:
+            return 1
+    for fn in (endless, swallowing):
+        expect(EX, fn, Status.FAIL, "秒たっても返りませんでした", "先にそれを調べて None を返します")
+
+
+def test_a_guarded_linear_search_passes_within_the_limit():
+    """上限なしで 1 から順に試しても、None の組を先に調べれば答えの大きい組（約 300 万）も制限時間に収まる。"""
+    def linear(n, w, kv, ctx, flops, bw):
+        if 2 * n / flops <= ctx * kv / bw:
+            return None
+        b = 1
+        while 2 * b * n / flops < (w * n + b * ctx * kv) / bw:
+            b += 1
+        return b
+    expect(EX, linear, Status.PASS)
