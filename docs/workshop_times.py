@@ -13,6 +13,8 @@
   READING_CHARS_PER_MIN 字/分で読むとして、コードセルの数 × CODE_CELL_MIN 分（コードと出力を見る）を足す。
 - 演習の時間（見積もり）: solutions/ の解答の行（### BEGIN SOLUTION と ### END SOLUTION の間の、空行と
   コメントを除いた行）から、1 問につき EXERCISE_BASE_MIN 分 + 1 行 EXERCISE_LINE_MIN 分。
+- 本編ごとの計画（表 plans）: PLAN の解説（TALK_MIN 分）+ 読む時間 + 必須の演習の見積もり。発展の演習は、
+  解答のノートブックの演習のうち必須でないもの（数えて出すので、演習を足すと発展に現れる）。
 """
 from __future__ import annotations
 
@@ -26,6 +28,26 @@ READING_CHARS_PER_MIN = 400  # 日本語の技術文を、式やコードと見�
 CODE_CELL_MIN = 0.5          # コードセル 1 つ: 読んで実行し、出力を確かめる（分）
 EXERCISE_BASE_MIN = 4        # 演習 1 問: 問題文を読み、チェックを実行して 1 行を読む（分）
 EXERCISE_LINE_MIN = 2        # 解答 1 行あたり（分）
+TALK_MIN = 10                # 短い解説 1 つ（分、手引きの 4 節）
+
+# 本編ごとの計画: (解説の記号（手引きの 4 節、なければ "—"）, 必須の演習)。発展はそれ以外の演習
+PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
+    "6_1_vmap": ("A", ("6.1-1", "6.1-2", "6.1-4")),
+    "6_2_pmap": ("—", ("6.2-1", "6.2-3")),
+    "6_3a_sharding": ("B", ("6.3a-1", "6.3a-3")),
+    "6_3b_shard_map": ("C", ("6.3b-1", "6.3b-4")),
+    "6_3c_migration": ("—", ("6.3c-1",)),
+    "6_4_patterns": ("D", ("6.4-1", "6.4-3")),
+    "6_5_summary": ("D", tuple(f"6.5-{k}" for k in range(1, 11))),
+    "6_6_multihost": ("E", ("6.6-1", "6.6-3")),
+    "6_7_cost_memory": ("F", ("6.7-1", "6.7-3")),
+    "6_8a_pipeline": ("G", ("6.8a-2", "6.8a-3")),
+    "6_8b_sequence_expert": ("G", ("6.8b-1", "6.8b-3")),
+    "6_9a_train": ("H", ("6.9a-1",)),
+    "6_9b_checkpoint_resume": ("H", ("6.9b-2",)),
+    "6_9c_lost_process": ("H", ()),
+    "6_10_inference": ("I", ("6.10-1", "6.10-2", "6.10-3")),
+}
 
 
 def _natural(name: str) -> tuple:
@@ -118,7 +140,40 @@ def exercise_markdown() -> str:
     return "\n".join(out)
 
 
-TABLES = {"lessons": lambda: markdown(table()), "exercises": exercise_markdown}
+def plans() -> list[dict]:
+    """本編ごとの計画: 解説、読む時間、必須の演習とその見積もり、発展の演習、合計（分）。"""
+    rows = []
+    for r in table():
+        talk, required = PLAN[r["notebook"]]
+        sol = ROOT / "solutions" / f"{r['notebook']}.ipynb"
+        found = dict(per_exercise(sol)) if sol.exists() else {}
+        unknown = [i for i in required if i not in found]
+        if unknown:
+            raise SystemExit(f"PLAN[{r['notebook']!r}] names exercises the solution does not have: {unknown}")
+        req_min = sum(exercise_min(found[i]) for i in required)
+        rows.append({"notebook": r["notebook"], "talk": talk, "read_min": round(r["read_min"]),
+                     "required": list(required), "required_min": req_min,
+                     "optional": [i for i in found if i not in required],
+                     "total_min": (TALK_MIN if talk != "—" else 0) + round(r["read_min"]) + req_min})
+    return rows
+
+
+def _ids(ids: list[str]) -> str:
+    if len(ids) > 2 and ids == [f"{ids[0].rsplit('-', 1)[0]}-{k}" for k in range(1, len(ids) + 1)]:
+        return f"{ids[0]}〜{ids[-1]}"
+    return "、".join(ids) or "—"
+
+
+def plan_markdown() -> str:
+    out = ["| 本編 | 解説 | 読む（分） | 必須の演習 | 必須の演習（分） | 発展の演習 | 合計（分） |",
+           "|---|:-:|---:|---|---:|---|---:|"]
+    for r in plans():
+        out.append(f"| {r['notebook']} | {r['talk']} | {r['read_min']} | {_ids(r['required'])} | "
+                   f"{r['required_min']} | {_ids(r['optional'])} | {r['total_min']} |")
+    return "\n".join(out)
+
+
+TABLES = {"lessons": lambda: markdown(table()), "exercises": exercise_markdown, "plans": plan_markdown}
 GUIDE = ROOT / "docs" / "workshop.md"
 _BLOCK = re.compile(r"(<!-- workshop_times: (\w+) -->\n)(.*?)(\n<!-- /workshop_times -->)", re.S)
 
@@ -143,7 +198,7 @@ def main(argv: list[str]) -> int:
             return 0
         GUIDE.write_text(new, encoding="utf-8")
         return 0
-    sys.stdout.write(markdown(table()) + "\n\n" + exercise_markdown() + "\n")
+    sys.stdout.write(markdown(table()) + "\n\n" + exercise_markdown() + "\n\n" + plan_markdown() + "\n")
     return 0
 
 
