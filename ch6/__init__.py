@@ -7,10 +7,16 @@
 ``import ch6`` は JAX も NumPy も読み込みません（``tests/test_runtime.py`` が確かめます）。``ch6.setup()`` が
 Colab・Kaggle で古い JAX を入れ直すのは、それらを読み込む前でないと効かないからです。そのため ``check`` などと
 下位のモジュール（``ch6.show`` など）は、初めて使われたときに読み込みます。
+
+学習者版（``make learner-edition`` が作る配布物）では、読み込んだときに :func:`ch6.edition.install` が、学習者の
+コードから演習のチェック（参照の答え）を読み込めないようにします。完全版では何もしません。
 """
 import importlib
 
+from . import edition
 from .env import setup, show_devices
+
+edition.install()
 
 __all__ = ["check", "run_check", "Result", "Status", "RESULTS", "MARKS", "registry", "load_errors", "setup",
            "show_devices"]

@@ -14,7 +14,7 @@ import os
 import pkgutil
 from typing import Any
 
-from . import explain
+from . import edition, explain
 from .checking import Entry, Fail, LearnerError, NotDone, one_line, registered
 
 __all__ = ["Status", "MARKS", "Result", "check", "run_check", "RESULTS", "registry", "load_errors"]
@@ -80,6 +80,11 @@ def load_errors() -> dict[str, str]:
 def registry(reload: bool = False) -> dict[str, Entry]:
     """全セクションのチェックを読み込み、登録表を返す。reload=True なら ch6.checks の中を読み込み直す
     （読み込めなかった記録を消してから。すでに読み込んだモジュールはそのまま）。"""
+    with edition.checks_open():  # 学習者版: チェックのモジュールはこの間だけ sys.modules にある（ch6.edition）
+        return _registry(reload)
+
+
+def _registry(reload: bool) -> dict[str, Entry]:
     global _LOADED
     if reload:
         _LOAD_ERRORS.clear()
@@ -108,6 +113,11 @@ def _full_precision():
 
 def run_check(exercise_id: str, answer: Any) -> Result:
     """チェックを 1 つ実行して Result を返す（例外は外に出さない）。"""
+    with edition.checks_open():  # 学習者版: チェックのモジュールはこの間だけ sys.modules にある（ch6.edition）
+        return _run_check(exercise_id, answer)
+
+
+def _run_check(exercise_id: str, answer: Any) -> Result:
     try:
         entry = registry().get(exercise_id)
     except Exception as exc:  # チェック定義の読み込み失敗

@@ -20,7 +20,7 @@
 - 6.3a-4 attention_scores: 出力の型が P('data', None, None) で、通信は部分和の all-reduce だけ。
   自由: einsum か matmul / @ か（転置の書き方も）。
 - 6.3a-5 shard_gated_mlp: 隠れ層の軸（長さ H）を持つ葉はどれも model で分け、b_down は複製、data は使わない。
-  forward（:func:`gated_mlp`、ノートブックもこの定義を import する）の通信は all-reduce 1 回だけ。
+  forward（:func:`ch6.models.gated_mlp`、ノートブックもこの定義を import する）の通信は all-reduce 1 回だけ。
   自由: device_put / reshard、辞書内包表記 / jax.tree.map。
 """
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ch6 import models
 from ch6.checks import s6_3a
 from tests.checkhelp import N, not_done
 from tests.checks.s6_3a.common import ROOT, M, expect_fail, expect_pass, own_mesh
@@ -89,11 +90,14 @@ def test_gated_mlp_not_placed_and_errors():
 
 
 def test_gated_mlp_forward_is_one_definition_in_the_package():
-    """回帰: チェックはノートブックの定義の私的なコピーを持たない。forward は ch6.checks.s6_3a.gated_mlp の 1 つだけで、
-    解答ノートブックはそれを import して使う。"""
+    """回帰: チェックはノートブックの定義の私的なコピーを持たない。forward は ch6.models.gated_mlp の 1 つだけで、
+    解答ノートブックはそれを import して使う（答えを含む ch6.checks からではなく: 学習者版では読み込めないので）。
+    前の版の演習ノートブックの ``from ch6.checks.s6_3a import gated_mlp`` も、同じ関数を受け取る。"""
     assert not hasattr(s6_3a, "mlp_forward")
+    assert s6_3a.gated_mlp is models.gated_mlp
     src = solution_source()
-    assert "from ch6.checks.s6_3a import gated_mlp" in src
+    assert "from ch6.models import gated_mlp" in src
+    assert "ch6.checks" not in src
     assert "def gated_mlp" not in src
 
 
