@@ -64,6 +64,9 @@ def test_every_exercise_named_in_the_guide_exists(text):
 
 def test_every_exercise_has_a_pitfall_row(text):
     rows = [ln for ln in section(text, "## 6.").splitlines() if ln.startswith("| 6.")]
+    grouped = [ln.split("|")[1].strip() for ln in rows
+               if len(expand(ln.split("|")[1])) > 1 and not ln.startswith("| 6.5-")]
+    assert not grouped, f"one row per exercise (only 6.5's quiz shares a row): {grouped}"
     covered = set().union(*(expand(ln.split("|")[1]) for ln in rows))
     missing = sorted(set(ch6.registry()) - covered, key=lambda i: (i.split("-")[0], int(i.split("-")[1])))
     assert not missing, f"exercises without a row in section 6 of docs/workshop.md: {missing}"
