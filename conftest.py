@@ -23,7 +23,8 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbrun::test_execute_runs_top_to_bottom",
               "test_inkernel::test_prelude_setup_and_checks_survive_a_replaced_ch6",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
-              "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr")
+              "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
+              "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades")
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",
