@@ -155,6 +155,14 @@ test-site: $(STAMP)
 # 本物の nbgrader（test-nbgrader）、ブラウザでのサイト（test-site）
 ci: test test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
 
+# 学習者版（解答なし）を作る: build/learner/ch6-learner/ とその .zip・.tar.gz（tools/learner_edition.py）。
+# OUT=フォルダで書き出し先、GIT=1 で学習者版のフォルダを履歴のない git リポジトリ（main、1 コミット）にする。
+# 標準ライブラリだけで動くので .venv は要らない（なければ Python 3.12 で）
+learner-edition:
+	$(or $(wildcard $(BIN)/python),$(PYTHON)) tools/learner_edition.py $(if $(OUT),--out $(OUT),) $(if $(GIT),--git,)
+
+.PHONY: learner-edition
+
 # solutions/ から exercises/ を作り直して実行
 exercises: $(STAMP)
 	$(BIN)/python tools/make_exercises.py

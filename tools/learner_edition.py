@@ -170,8 +170,9 @@ make lab     # JupyterLab で講座を開く
 make smoke   # 動作確認。最後の行が「✅ 準備ができています」になれば準備完了です
 ```
 
-ネットワークのない教室では、先生が配る wheel のフォルダを指定します（例：`make setup WHEELHOUSE=/media/usb/wheelhouse`）。
-講座のパッケージ `ch6` は `packages/` の wheel から入るので、ネットワークも setuptools も要りません。
+ネットワークのない教室では、先生が配る wheel のフォルダを、このフォルダの `wheelhouse/` に置いてから `make setup` を
+実行します（別の場所なら `make setup WHEELHOUSE=/media/usb/wheelhouse`）。講座のパッケージ `ch6` は `packages/` の
+wheel から入るので、ネットワークも setuptools も要りません。
 
 ## 演習の進め方
 
@@ -192,7 +193,8 @@ make smoke   # 動作確認。最後の行が「✅ 準備ができています�
 
 The learner edition of the chapter-6 JAX course: lessons (`notebooks/`) and exercises (`exercises/`), without the
 solutions. Run `make lab` (it builds `.venv` the first time) and `make smoke` (the last line should read
-"✅ 準備ができています"). Offline, pass the wheelhouse your teacher hands out: `make setup WHEELHOUSE=/path/to/wheelhouse`;
+"✅ 準備ができています"). Offline, put the wheelhouse your teacher hands out into `wheelhouse/` here (or run
+`make setup WHEELHOUSE=/path/to/wheelhouse`);
 the course package `ch6` installs from the wheel in `packages/` without network or setuptools. In an exercise notebook,
 fill in the `# TODO` and run the `ch6.check("6.1-1", fn)` cell: ✅ correct, ❌ wrong (reason and hint), ⏳ not done yet.
 `.venv/bin/ch6-grade exercises/6_1_vmap.ipynb` grades your notebook before you hand it in. In this edition the checks'
@@ -214,12 +216,12 @@ def learner_makefile(wheel_name: str) -> str:
 #   make lab    -> .venv を作って（なければ）JupyterLab で講座を開く
 #   make setup  -> .venv を作るだけ（requirements.txt と packages/ の講座のパッケージ）
 #   make smoke  -> 動作確認（最後の行が「✅ 準備ができています」）
-# ネットワークのない教室: make setup WHEELHOUSE=先生が配った wheel のフォルダ
+# ネットワークのない教室: 先生が配った wheel のフォルダを、このフォルダの wheelhouse/ に置くか WHEELHOUSE= で指定する
 {_python_lines()}VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ch6-installed
 WHEEL  := packages/{wheel_name}
-WHEELHOUSE ?=
+WHEELHOUSE ?= $(wildcard wheelhouse)
 PIP    := -m pip install --quiet --disable-pip-version-check $(if $(WHEELHOUSE),--no-index --find-links "$(WHEELHOUSE)",)
 
 .PHONY: setup lab smoke
@@ -246,7 +248,7 @@ smoke: $(STAMP)
 def jupyter_config() -> str:
     base = json.loads((ROOT / "tools/jupyter/jupyter_server_config.json").read_text(encoding="utf-8"))
     globs = base["ContentsManager"]["hide_globs"]
-    base["ContentsManager"]["hide_globs"] = globs + [g for g in ("packages",) if g not in globs]
+    base["ContentsManager"]["hide_globs"] = globs + [g for g in ("packages", "wheelhouse") if g not in globs]
     return json.dumps(base, indent=2) + "\n"
 
 

@@ -164,9 +164,14 @@ def test_learner_makefile_installs_the_wheel_and_can_run_offline(built):
     assert f"--no-index --no-deps --force-reinstall packages/{built.wheel.name}" in setup
     assert "--no-index --find-links \"/media/usb/wheelhouse\" -r requirements.txt" in dry(
         "setup", "WHEELHOUSE=/media/usb/wheelhouse")
+    (built.folder / "wheelhouse").mkdir()  # 先生が配った wheel をフォルダに置いたとき: 引数なしでネットワークを使わない
+    try:
+        assert "--no-index --find-links \"wheelhouse\" -r requirements.txt" in dry("setup")
+    finally:
+        (built.folder / "wheelhouse").rmdir()
     assert ".jupyter" in dry("lab") and "jupyter lab" in dry("lab")
     hidden = json.loads((built.folder / ".jupyter/jupyter_server_config.json").read_text())
-    assert "packages" in hidden["ContentsManager"]["hide_globs"]
+    assert {"packages", "wheelhouse"} <= set(hidden["ContentsManager"]["hide_globs"])
 
 
 def test_learner_readme_lists_every_notebook(built):
