@@ -1,4 +1,4 @@
-"""変異の演算子（tools/mutate.py の OPERATORS）: どの演算子にも 1 行の説明と、変異体を作る例があること。
+"""変異の演算子（tools/mutation/operators.py の OPERATORS）: どの演算子にも 1 行の説明と、変異体を作る例があること。
 ここは JAX を読み込まない速いテストです（演算子が作るソースだけを見ます）。値を保つ置き換えの関数が元の演算と
 同じ値を返すことと、全変異体のスコアは tests/tools/test_mutate.py（遅いテスト）が確かめます。
 """
@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import mutate  # noqa: E402
+from mutation.ast_edits import dotted, replace_func, snippet  # noqa: E402
 
 
 def _cell(body: str, signature: str = "def f(x, mesh, axis_name):") -> str:
@@ -90,8 +91,8 @@ def test_an_operator_is_one_decorated_function():
         @mutate.operator(ast.Call)
         def swap_sqrt_for_rsqrt(node, ctx):
             """jnp.sqrt を lax.rsqrt にする。"""
-            if mutate._dotted(node.func) == "jnp.sqrt":
-                yield f"sqrt → rsqrt（{mutate._text(node)}）", mutate._replace_func("rsqrt")
+            if dotted(node.func) == "jnp.sqrt":
+                yield f"sqrt → rsqrt（{snippet(node)}）", replace_func("rsqrt")
 
         made = mutate.mutants_by_operator(_cell("return jnp.sqrt(x)"))
         assert ("swap_sqrt_for_rsqrt", "sqrt → rsqrt（jnp.sqrt(x)）") in [(op, label) for op, label, _ in made]
