@@ -16,12 +16,11 @@ def pytest_addoption(parser):
 
 # make quick が飛ばす遅いテスト: カーネルやプロセスを起動する、全変異体や全チェックを実行する、モデルを学習する。
 # モジュールごと（SLOW_MODULES）と、速いモジュールの中の 1 つのテストごと（SLOW_TESTS、"モジュール::テスト"）
-SLOW_MODULES = ("test_grade", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
+SLOW_MODULES = ("test_grade", "test_guard", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
                 "test_env", "test_smoke")
 SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_show::test_sharding_text_in_a_kernel_is_one_plain_stream",
               "test_nbrun::test_execute_runs_top_to_bottom",
-              "test_inkernel::test_prelude_setup_and_checks_survive_a_replaced_ch6",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
               "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades")

@@ -32,6 +32,7 @@ class Status(enum.StrEnum):
     INTERNAL = "internal"      # チェッカ・採点ツール側の問題
     MISSING = "missing"        # （採点用カーネル）関数が定義されていない
     NOT_GRADED = "not_graded"  # （採点コマンド）ファイルが読めない・カーネルが止まったなどで採点できない
+    TAMPERED = "tampered"      # （採点コマンド）採点のしくみへの干渉が見つかった（0 点。ch6.grading.guard）
 
     @property
     def mark(self) -> str:
@@ -42,6 +43,7 @@ class Status(enum.StrEnum):
 MARKS = {
     Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "❌", Status.TIMEOUT: "❌", Status.CRASH: "❌",
     Status.NOT_DONE: "⏳", Status.INTERNAL: "⚠️", Status.MISSING: "⚠️", Status.NOT_GRADED: "⚠️",
+    Status.TAMPERED: "⚠️",
 }
 
 

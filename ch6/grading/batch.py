@@ -74,7 +74,11 @@ async def grade_one(path: Path, assignments: dict[str, Assignment], cfg: Config,
 
     start = time.monotonic()
     nb, problem = read_submission(path)
-    assignment = identify(path, nb, assignments, forced)
+    try:  # 学習者が壊したメタデータなどで判別が失敗しても、クラス全体は止めない（この提出物だけ ⚠️ と備考）
+        assignment = identify(path, nb, assignments, forced)
+    except Exception as exc:
+        assignment, problem = None, (f"どの演習ノートブックか判別できません（ノートブックのメタデータが壊れています: "
+                                     f"{type(exc).__name__}）。--notebook で指定するか、出し直してもらってください。")
     name = assignment.name if assignment else None
     row = Row(learner_name(path, name), str(path), name)
     try:

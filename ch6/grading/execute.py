@@ -1,4 +1,8 @@
-"""1 冊の採点の流れ: 準備（表示の関数を閉じ込める）→ 学習者のセル → 採点の準備（ch6 の読み込み直し）→ 演習ごとのチェック。
+"""1 冊の採点の流れ: 見張りを入れる → 学習者のセル → 採点の準備（ch6 の読み込み直し）→ 演習ごとのチェック。
+
+見張り（:mod:`ch6.grading.guard`）は監査フックと、ホストの UNIX ソケットです。結果も見張りの指摘もソケットで届きます
+（セルの表示は使いません）。学習者のセルごとに届いた指摘を読み、配ったままのセルからの ``ch6.checks`` の読み込み
+（6.3a の ``gated_mlp``）は数えません。指摘が 1 つでもあれば、全演習を ⚠️ tampered（0 点）にして備考に書きます。
 
 カーネルが落ちたセルは、新しいカーネルでそのセルを飛ばしてやり直します。中断しても応答しないセルは、新しいカーネルで
 その手前までを実行し直します（カーネルは 1 冊につき最大 MAX_KERNELS 個）。どこまで分かったかは :class:`State` に
@@ -9,7 +13,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
-import secrets
 import time
 from pathlib import Path
 
@@ -17,9 +20,9 @@ import nbformat
 
 from .. import nbrun
 from .._core import Status
-from . import inkernel, outputs
+from . import guard, outputs
 from . import nbgrader as nbgrader_edition
-from .exercises import Assignment
+from .exercises import Assignment, describe_cell
 from .model import Config, ExerciseResult
 from .session import CellState, KernelLost, KernelSession, Lost
 
@@ -42,7 +45,7 @@ class Plan:
     learner_cells: list[int]  # 実行する学習者のセル（空でないコードセル）
     assignment: Assignment
     cfg: Config
-    nonce: str
+    given: set[int]  # 配ったままの学習者のセル（そこからの ch6.checks の読み込みは指摘にしない）
 
     def title(self, eid: str) -> str:
         return self.assignment.titles.get(eid, "?")
@@ -61,20 +64,23 @@ class State:
     cell_errors: dict[int, dict] = dataclasses.field(default_factory=dict)
     not_graded_why: str | None = None  # 採点できなかった演習の理由（既定: カーネルが何度も停止した）
     step: Step | None = None           # いま実行しているところ（カーネルが失われたときの判断に使う）
+    flags: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # 見張りの指摘 (種類, 中身)
     index: int = 0                     # 学習者のセルの番号、またはチェックの番号（0 始まり）
 
 
 def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     work = copy.deepcopy(nb)
     n_learner = len(work.cells)
-    work.cells.append(nbformat.v4.new_code_cell(inkernel.SETUP))
-    work.cells += [nbformat.v4.new_code_cell(inkernel.check_code(eid)) for eid in assignment.ids]
+    # 採点の準備とチェックのセルは、見張りへの合図だけ（何をするかはソケットで送る）
+    work.cells += [nbformat.v4.new_code_cell(guard.POKE) for _ in range(1 + len(assignment.ids))]
     for cell in work.cells:
         cell.pop("id", None)
     learner_cells = [i for i in range(n_learner)  # nbgrader 版の採点のセルは飛ばす（同じチェックを採点セルで行う）
                      if work.cells[i].cell_type == "code" and work.cells[i].source.strip()
                      and not nbgrader_edition.is_test_cell(work.cells[i])]
-    return Plan(work, n_learner, learner_cells, assignment, cfg, secrets.token_hex(8))
+    hashes = {c.hash for c in assignment.cells or []}
+    given = {i for i in learner_cells if describe_cell(nb.cells[i]).hash in hashes}
+    return Plan(work, n_learner, learner_cells, assignment, cfg, given)
 
 
 def kernel_env(cfg: Config) -> dict[str, str]:
@@ -109,10 +115,10 @@ async def _run(session: KernelSession, p: Plan, st: State) -> None:
         st.not_graded_why = "カーネルを起動できなかったため"
         return
     st.step = Step.PRELUDE
-    ok = await session.run_hidden(inkernel.prelude(p.nonce, str(PACKAGE_DIR.parent)), p.cfg.setup_timeout)
+    ok = await session.run_prelude(str(PACKAGE_DIR.parent), p.cfg.setup_timeout)
     if ok:
         await _learner_cells(session, p, st)
-    why = await _set_up_grader(session, p, st) if ok else "表示の準備ができませんでした"
+    why = await _set_up_grader(session, p, st) if ok else "採点の見張りを入れられませんでした"
     if why:
         for eid in p.assignment.ids:
             st.results.setdefault(eid, ExerciseResult(
@@ -137,23 +143,43 @@ async def _learner_cells(session: KernelSession, p: Plan, st: State) -> None:
             break
         st.step, st.index = Step.LEARNER, i
         state = await session.cell(i, remaining)
+        _listen(session, st, given=i in p.given)
         if state is CellState.TIMEOUT:
             st.stop_at = st.timed_out_cell = st.overran = i
             break
-        if state is CellState.ERROR and "raises-exception" not in p.work.cells[i].metadata.get("tags", []):
+        tags = p.work.cells[i].metadata.get("tags") if isinstance(p.work.cells[i].get("metadata"), dict) else None
+        if state is CellState.ERROR and "raises-exception" not in (tags if isinstance(tags, list) else []):
             st.cell_errors[i] = session.errors[i]
+
+
+def _listen(session: KernelSession, st: State, given: bool = False) -> list[dict]:
+    """見張りから届いた行を読み、指摘を st.flags に足して、残り（結果）を返す。
+    given: 配ったままのセルの実行中（そこからの ch6.checks の読み込みは講座のコードなので数えない）。"""
+    out = []
+    for msg in session.channel.drain():
+        if msg.get("k") == "flag":
+            if not (given and msg.get("code") == "reference"):
+                st.flags.append((str(msg.get("code")), str(msg.get("what", ""))))
+        else:
+            out.append(msg)
+    return out
 
 
 async def _set_up_grader(session: KernelSession, p: Plan, st: State) -> str | None:
     """インストール先の ch6 を読み込み直す（制限時間は cfg.setup_timeout）。できなければその理由。"""
     st.step = Step.SETUP
-    cell = p.work.cells[p.n_learner]
+    session.channel.send(cmd="setup")
     state = await session.cell(p.n_learner, p.cfg.setup_timeout)
-    origin = outputs.setup_origin(cell, p.nonce)
+    got = _listen(session, st)
+    origin = next((m.get("origin") for m in got if m.get("kind") == "setup"), None)
+    error = next((m.get("why") for m in got if m.get("k") == "error"), None)
     if state is CellState.TIMEOUT:
         return f"{p.cfg.setup_timeout:g} 秒以内に終わりませんでした"
+    if origin is None and error is None:  # 見張りが何も返さない: 合図が届かないようにされた
+        st.flags.append(("silent", "採点の準備"))
+        return "見張りから返事がありませんでした"
     if origin is None or not Path(origin).resolve().is_relative_to(PACKAGE_DIR):
-        return outputs.first_error(cell) or f"読み込み先 {origin}"
+        return error or outputs.first_error(p.work.cells[p.n_learner]) or f"読み込み先 {origin}"
     return None
 
 
@@ -164,15 +190,20 @@ async def _checks(session: KernelSession, p: Plan, st: State) -> None:
             continue
         st.step, st.index = Step.CHECK, k
         index = p.n_learner + 1 + k
+        session.channel.send(cmd="check", id=eid)
         state = await session.cell(index, p.cfg.check_timeout)
+        msgs = _listen(session, st)
         # 採点セルが最後まで実行されたときだけ結果にする（学習者の関数が途中で何か表示してから止まっても使わない）
-        got = [x for x in outputs.payloads(p.work.cells[index], p.nonce) if x.get("id") == eid]
+        got = [x for x in msgs if x.get("k") == "result" and x.get("id") == eid]
+        error = next((m.get("why") for m in msgs if m.get("k") == "error"), None)
         if state is CellState.OK and got:
             st.results[eid] = outputs.result_from_payload(eid, p.title(eid), got[-1])
         elif state is CellState.TIMEOUT:
             st.results[eid] = outputs.check_timeout(eid, p.title(eid), p.cfg.check_timeout)
         else:
-            why = outputs.first_error(p.work.cells[index]) or "結果が返りませんでした"
+            if not msgs and state in (CellState.OK, CellState.ERROR):
+                st.flags.append(("silent", eid))
+            why = error or outputs.first_error(p.work.cells[index]) or "結果が返りませんでした"
             st.results[eid] = ExerciseResult(eid, p.title(eid), Status.INTERNAL,
                                              f"{p.title(eid)}: 採点できませんでした（{outputs.one_line(why)}）。")
 
@@ -214,6 +245,10 @@ def _finish(p: Plan, st: State) -> tuple[dict[str, ExerciseResult], list[str]]:
                         "（無限ループ?）。そのセル以降は実行せずに採点しました。")
     if st.cell_errors:
         notes.append(outputs.cell_error_note(st.cell_errors))
+    if st.flags:  # 採点のしくみへの干渉: 全演習を 0 点に（何が見つかったかを備考と各演習のメッセージに）
+        note = guard.tamper_note(st.flags)
+        notes.insert(0, note)
+        st.results = {eid: ExerciseResult(eid, p.title(eid), Status.TAMPERED, note) for eid in p.assignment.ids}
     for eid in p.assignment.ids:
         r = st.results.get(eid)
         if r is None:  # やり直しを使い切った、または準備で止まった

@@ -8,7 +8,7 @@ from .._core import Status
 from ..env import DEFAULT_DEVICES
 
 # 状態の語（CSV・JSON・成績簿の status 列）と印の意味。ここ 1 か所が正本です（README の「先生方へ」はこれを写したもの）。
-# 上の 9 つは演習 1 つの結果（ch6._core.Status、印も同じ表）、下の 2 つは成績簿のメッセージのファイルだけの語です。
+# 上の 10 個は演習 1 つの結果（ch6._core.Status、印も同じ表）、下の 2 つは成績簿のメッセージのファイルだけの語です。
 NOT_SUBMITTED = "not_submitted"
 NOTE = "note"
 STATUS_WORDS: dict[str, tuple[str, str, str]] = {  # 語: (印, 意味, meaning)
@@ -24,6 +24,8 @@ STATUS_WORDS: dict[str, tuple[str, str, str]] = {  # 語: (印, 意味, meaning)
                    "could not be graded (unreadable or corrupted file, kernel kept dying, ...)"),
     "internal": ("⚠️", "採点ツールやチェックの側の問題（学習者のせいではない）",
                  "a problem in the grader or the check, not the learner's"),
+    "tampered": ("⚠️", "採点のしくみへの干渉が見つかった（全演習 0 点。備考に何が見つかったか）",
+                 "interference with the grading was found (0 points for every exercise; the note says what)"),
     NOT_SUBMITTED: ("⚠️", "この演習ノートブックの提出がない（成績簿の点は 0）",
                     "no submission for this notebook (0 points in the gradebook)"),
     NOTE: ("", "備考（カーネルの停止、セルの削除、チェック呼び出しの変更、改ざんの手がかり など）",

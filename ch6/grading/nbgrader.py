@@ -109,10 +109,10 @@ TEST_CALL = re.compile(rf'^{RESULT_NAME} = __import__\("{re.escape(MODULE)}", fr
 def is_test_cell(cell) -> bool:
     """この nbgrader 版の採点のセルそのもの（test_source の 3 行と、コメントだけの隠しテスト）か。
     ch6-grade はこのセルを実行しません（同じチェックを採点の側で行うので、実行しても何も増えません）。"""
-    meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+    meta = _nbmeta(cell)
     if cell.get("cell_type") != "code" or not meta.get("grade"):
         return False
-    src = "".join(cell.get("source", ""))
+    src = "".join(cell.get("source", "")) if isinstance(cell.get("source", ""), (str, list)) else ""
     m = TEST_CALL.search(src)
     if not m or not src.startswith(head := test_source(m.group(1), m.group(2))):
         return False
@@ -373,7 +373,10 @@ UNREADABLE_KEY = "ch6_unreadable"  # 読めない提出物の代わりに採点�
 
 
 def _nbmeta(cell) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
+    """セルの nbgrader のメタデータ。学習者が壊した（辞書でない）ときは空: 1 人のメタデータでクラス全体を止めない。"""
+    meta = cell.get("metadata")
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def test_exercise(cell) -> str | None:
@@ -504,6 +507,48 @@ def guard(nb, name: str) -> list[str]:
     return said
 
 
+def regrade(nb, name: str, timeout: int = CELL_TIMEOUT) -> list[str]:
+    """ch6-grade と同じ見張りつきの採点（:mod:`ch6.grading.guard`）でこの提出物を新しいカーネルで採点し直し、
+    採点のセルに反映する。採点する人への知らせ（1 行ずつ）を返す。
+
+    nbgrader の点数は、学習者のカーネルで実行した採点のセルの出力で決まります。学習者のセルはそのカーネルで
+    ``grade`` を差し替えられるので、ここでは外から採点し直します: 干渉が見つかればすべての採点のセルを 0 点に
+    （理由つき）、講座の採点が正解でない演習は、採点のセルが ✅ でも 0 点にします。"""
+    import asyncio
+    import os
+    import tempfile
+
+    from .._core import Status
+    from .execute import execute_and_check
+    from .model import Config
+
+    course = course_notebook(name)
+    if course is None or (nb.get("metadata") or {}).get(UNREADABLE_KEY):
+        return []
+    work = copy.deepcopy(nb)
+    for c in work.cells:
+        if c.get("cell_type") == "code":
+            c.outputs, c.execution_count = [], None
+    devices = os.environ.get("JAX_NUM_CPU_DEVICES", "")
+    cfg = Config(timeout=max(Config.timeout, timeout), check_timeout=timeout, jobs=1,
+                 **({"devices": int(devices)} if devices.isdigit() else {}))
+    with tempfile.TemporaryDirectory(prefix="ch6-regrade-") as cwd:
+        results, notes = asyncio.run(execute_and_check(work, course, cfg, cwd))
+    said = [f"{name}: {n}" for n in notes if n.startswith("採点のしくみへの干渉")]
+    for c in nb.cells:
+        eid = test_exercise(c)
+        r = results.get(eid)
+        if r is None:
+            continue
+        if r.status is Status.TAMPERED:
+            c.outputs.append(_error(eid, r.message))
+        elif r.status is not Status.PASS and not _has_error(c):
+            c.outputs.append(_error(eid, "講座の採点（見張りつき）では正解になりません: "
+                                         f"{r.message or r.status.value}。この演習は 0 点にしました。"))
+            said.append(f"{name}: 採点のセルは ✅ でしたが、講座の採点では {r.status.value} です（{eid}）。")
+    return said
+
+
 def unreadable_notebook(name: str, why: str, where: str):
     """読めない提出物の代わりに nbgrader が採点するノートブック（採点のセルは RestoreGradeCells が足す）。"""
     import nbformat
@@ -549,7 +594,15 @@ def _preprocessor_classes() -> dict:
 
         def preprocess(self, nb, resources):
             info = resources["nbgrader"]
-            for line in guard(nb, info["notebook"]):
+            try:
+                said = guard(nb, info["notebook"]) + regrade(nb, info["notebook"])
+            except Exception as exc:  # 1 人の提出物で、クラス全体の autograde を止めない
+                said = [f"講座の確かめができませんでした（{type(exc).__name__}）。全問 0 点にしました。"]
+                for c in nb.cells:
+                    eid = test_exercise(c)
+                    if eid:
+                        c.outputs.append(_error(eid, said[0]))
+            for line in said:
                 self.log.warning("ch6: %s/%s: %s", info["student"], info["assignment"], line)
             return nb, resources
 
@@ -621,6 +674,7 @@ def _patch_validate() -> None:
         nb = preprocess(self, nb)
         if name:
             finish(nb, name, deleted)
+            regrade(nb, name)
         return nb
 
     def ch6_start(self):
@@ -721,7 +775,7 @@ def validate(path: Path, timeout: int = CELL_TIMEOUT, out=print) -> bool:
     except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
         out(f"❌ {path}: 最後まで実行できませんでした（{type(exc).__name__}）。")
         return False
-    for line in finish(nb, name, deleted):
+    for line in finish(nb, name, deleted) + regrade(nb, name, timeout):
         out(f"⚠️ {line}")
     failed = []
     for c in nb.cells:

@@ -1,13 +1,11 @@
 """採点セルの出力を読み、演習の結果と説明文にする。"""
 from __future__ import annotations
 
-import json
 import re
 
 from .. import checking
 from .._core import Status
 from .exercises import source_of
-from .inkernel import MIME
 from .model import ExerciseResult
 
 
@@ -18,31 +16,11 @@ def one_line(text, limit: int = 80) -> str:
     return checking.one_line(text, limit)
 
 
-def payloads(cell, nonce: str) -> list[dict]:
-    """セルの表示データのうち、この採点の nonce が付いたもの（学習者のコードが出したものは除く）。"""
-    out = []
-    for o in cell.get("outputs", []):
-        data = o.get("data", {}).get(MIME) if o.get("output_type") == "display_data" else None
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except ValueError:
-                data = None
-        if isinstance(data, dict) and data.get("nonce") == nonce:
-            out.append(data)
-    return out
-
-
 def first_error(cell) -> str:
     for o in cell.get("outputs", []):
         if o.get("output_type") == "error":
             return f"{o.get('ename', 'Error')}: {o.get('evalue', '')}".strip(": ")
     return ""
-
-
-def setup_origin(cell, nonce: str) -> str | None:
-    """採点の準備のセルが報告した ch6._core の読み込み先。"""
-    return next((p.get("origin") for p in payloads(cell, nonce) if p.get("kind") == "setup"), None)
 
 
 def result_from_payload(eid: str, title: str, p: dict) -> ExerciseResult:

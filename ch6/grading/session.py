@@ -10,6 +10,7 @@ import enum
 import math
 import subprocess
 
+from . import guard
 from .model import Config
 
 TIMEOUT_ENAME = "CH6GradeTimeout"  # 時間切れで中断したセルに付けるエラー名
@@ -63,6 +64,7 @@ class KernelSession:
             resources={"metadata": {"path": cwd}}, on_cell_error=self._on_error,
         )
         self.client.n_learner = n_learner
+        self.channel = guard.Channel()  # 見張りの UNIX ソケット（ホスト側）
 
     def _on_error(self, cell, cell_index, execute_reply):
         content = execute_reply.get("content", {})
@@ -76,7 +78,21 @@ class KernelSession:
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await c.async_start_new_kernel_client()
 
+    async def run_prelude(self, root: str, timeout: float) -> bool:
+        """見張り（ch6.grading.guard）を学習者のセルより先に入れる。ソケットの接続を受けながら実行し、
+        見張りが「ready」を送ってきたら True。"""
+        accept = asyncio.ensure_future(self.channel.accept())
+        try:
+            ok = await self.run_hidden(guard.kernel_source(self.channel.path, root), timeout)
+        finally:
+            if not accept.done():
+                accept.cancel()
+        if not ok or accept.cancelled() or accept.exception() is not None:
+            return False
+        return any(m.get("k") == "ready" for m in self.channel.drain())
+
     async def stop(self) -> None:
+        self.channel.close()
         c = self.client
         try:
             if c.kc is not None:

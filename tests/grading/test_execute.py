@@ -10,7 +10,7 @@ import re
 import nbformat
 import pytest
 
-from ch6.grading import execute, inkernel, outputs
+from ch6.grading import execute, exercises, outputs
 from ch6.grading.exercises import Assignment
 from ch6.grading.model import Config
 from ch6.grading.session import CellState, KernelLost, Lost
@@ -21,14 +21,30 @@ A = Assignment("9_1_test", ["9.1-1", "9.1-2", "9.1-3"], {"9.1-1": "f", "9.1-2": 
 SETUP, CHECK = "setup", "check"  # 台本のキー: 学習者のセルは番号、採点の準備は SETUP、チェックは (CHECK, 番号)
 
 
+class FakeChannel:
+    """見張りのソケットの代わり: 送った命令を覚え、セルの実行で出た行を drain で返す。"""
+
+    def __init__(self):
+        self.sent, self.lines = [], []
+
+    def send(self, **cmd):
+        self.sent.append(cmd)
+
+    def drain(self):
+        out, self.lines = self.lines, []
+        return out
+
+
 class FakeSession:
-    """script[(何個目のカーネル, どこ)] の振る舞い: "ok" / ("error", 名前) / "timeout" / Lost / "start" で起動失敗。"""
+    """script[(何個目のカーネル, どこ)] の振る舞い: "ok" / ("error", 名前) / "timeout" / Lost / "start" で起動失敗、
+    ("flag", 種類) で見張りの指摘、"silent" で見張りが何も返さない。"""
     script: dict = {}
     kernels: list = []
 
     def __init__(self, nb, n_learner, cwd, cfg, env):
         assert env["CH6_GRADING"] == "1"
         self.nb, self.n, self.errors, self.defined = nb, n_learner, {}, set()
+        self.channel = FakeChannel()
         self.k = len(FakeSession.kernels)
         FakeSession.kernels.append([])
 
@@ -46,9 +62,8 @@ class FakeSession:
     async def stop(self):
         pass
 
-    async def run_hidden(self, code, timeout):
-        assert timeout == CFG.setup_timeout
-        self.nonce = re.search(r"__ch6_prelude\('(\w+)'", code).group(1)
+    async def run_prelude(self, root, timeout):
+        assert timeout == CFG.setup_timeout and (execute.PACKAGE_DIR.parent / root).is_dir()
         return self._do("prelude") == "ok"
 
     async def cell(self, index, timeout):
@@ -57,26 +72,34 @@ class FakeSession:
         what = self._do(where)
         if what == "timeout":
             return CellState.TIMEOUT
+        if isinstance(what, tuple) and what[0] == "flag":
+            self.channel.lines.append({"k": "flag", "code": what[1], "what": "x"})
+            what = "ok"
+        if what == "silent":
+            return CellState.OK
+        if where == SETUP and isinstance(what, tuple):  # 準備の中の例外は、見張りが理由を返す
+            self.channel.lines.append({"k": "error", "cmd": "setup", "why": f"{what[1]}: boom"})
+            return CellState.OK
         if isinstance(what, tuple):
             self.errors[index] = {"ename": what[1], "evalue": "boom"}
             if index >= self.n:  # 採点セルの出力は残る（学習者のセルの出力は GradeClient が捨てる）
                 cell.outputs = [nbformat.v4.new_output("error", ename=what[1], evalue="boom", traceback=[])]
             return CellState.ERROR
         if where == SETUP:
-            assert timeout == CFG.setup_timeout
+            assert timeout == CFG.setup_timeout and self.channel.sent[-1] == {"cmd": "setup"}
             origin = what if what != "ok" else str(execute.PACKAGE_DIR / "_core.py")
-            cell.outputs = [self._show(kind="setup", origin=origin)]
+            self.channel.lines.append({"k": "result", "kind": "setup", "origin": origin})
         elif isinstance(where, tuple):
             assert timeout == CFG.check_timeout
             eid = A.ids[where[1]]
+            assert self.channel.sent[-1] == {"cmd": "check", "id": eid}
             status = "pass" if A.titles[eid] in self.defined else "missing"
-            cell.outputs = [self._show(id=eid, title=A.titles[eid], status=status, message="ok")]
+            self.channel.lines.append({"k": "result", "id": eid, "title": A.titles[eid], "status": status,
+                                       "message": "ok"})
         else:
             self.defined |= set(re.findall(r"^def (\w+)", cell.source, re.M))
         return CellState.OK
 
-    def _show(self, **payload):
-        return nbformat.v4.new_output("display_data", data={inkernel.MIME: dict(payload, nonce=self.nonce)})
 
 
 def grade(script):
@@ -148,12 +171,31 @@ def test_a_kernel_lost_while_setting_up_is_said_once(where, kind, note, why):
     ({(0, SETUP): "timeout"}, "50 秒以内に終わりませんでした"),
     ({(0, SETUP): ("error", "ImportError")}, "ImportError"),
     ({(0, SETUP): "/elsewhere/ch6/_core.py"}, "読み込み先 /elsewhere/ch6/_core.py"),
-    ({(0, "prelude"): "error"}, "表示の準備ができませんでした"),
+    ({(0, "prelude"): "error"}, "採点の見張りを入れられませんでした"),
 ])
 def test_a_grader_that_cannot_be_set_up_is_internal(script, why):
     results, notes = grade(script)
     assert notes == [] and statuses(results) == ["internal"] * 3
     assert all(m.startswith(f"採点用の ch6 を読み込めませんでした（{why}") for _, m in results.values()), results
+
+
+@pytest.mark.parametrize("script", [{(0, 1): ("flag", "replaced")}, {(0, (CHECK, 1)): ("flag", "thread")},
+                                    {(0, (CHECK, 2)): "silent"}, {(0, SETUP): "silent"}])
+def test_a_flag_from_the_guard_or_its_silence_zeroes_every_exercise_with_one_note(script):
+    results, notes = grade(script)
+    assert statuses(results) == ["tampered"] * 3 and len(notes) == 1, (results, notes)
+    assert notes[0].startswith("採点のしくみへの干渉が見つかりました: ") and all(m == notes[0] for _, m in results.values())
+
+
+def test_a_reference_import_in_a_cell_given_as_distributed_is_not_a_flag():
+    given = Assignment(A.name, A.ids, A.titles, cells=[exercises.describe_cell(nbformat.v4.new_code_cell(SOURCES[0]))])
+    FakeSession.script, FakeSession.kernels = {(0, 0): ("flag", "reference")}, []
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in SOURCES])
+    results, notes = asyncio.run(execute.execute_and_check(nb, given, CFG, "."))
+    assert [r.status.value for r in results.values()] == ["pass"] * 3 and notes == []
+    FakeSession.script, FakeSession.kernels = {(0, 1): ("flag", "reference")}, []
+    results, notes = asyncio.run(execute.execute_and_check(nb, given, CFG, "."))
+    assert [r.status.value for r in results.values()] == ["tampered"] * 3
 
 
 def test_check_timeouts_and_crashes_cost_only_their_exercise():
