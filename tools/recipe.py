@@ -39,7 +39,7 @@ STAMPS = ROOT / "build" / "recipe"
 JOBS = os.environ.get("JOBS", "2")
 # 提出が判定される速いテスト（カーネルを起動せず、チェックもコンパイルしない）: 採点、一貫性、双子、公開 API、用語
 FAST_TESTS = ("tests/grading", "tests/test_consistency.py", "tests/tools", "tests/test_public_api.py",
-              "tests/test_glossary.py")
+              "tests/test_glossary.py", "tests/test_references.py")
 Step = tuple[str, "list[str] | Callable[[], int]"]
 
 
