@@ -257,6 +257,8 @@ def steps(kind: str, name: str, force: bool = False) -> list[Step]:
     out: list[Step] = [("sync + execute what changed", lambda: sync_and_execute(paired, force))]
     if solution in paired:
         out.append(("exercises up to date", [PY, "tools/make_exercises.py", "--check"]))
+    # 先生向けの手引きの時間の表（文字数・セル数・解答の行数から数える）を書き直す（tests/test_workshop_guide.py）
+    out.append(("workshop guide's time tables", [PY, "docs/workshop_times.py", "--write"]))
     if kind == "notebook":
         return out
     out.append(("ruff", [PY, "-m", "ruff", "check", "--quiet", "."]))
@@ -285,8 +287,8 @@ def changed_files() -> set[str]:
 
 
 def expected_outputs(name: str) -> set[str]:
-    """この手順が書いてよいファイル: 実行したノートブックとその双子、演習ノートブック、採点データ。"""
-    out = {"ch6/grading/exercises.json", f"exercises/{name}.ipynb"}
+    """この手順が書いてよいファイル: 実行したノートブックとその双子、演習ノートブック、採点データ、手引きの時間の表。"""
+    out = {"ch6/grading/exercises.json", f"exercises/{name}.ipynb", "docs/workshop.md"}
     for folder in ("notebooks", "solutions"):
         out |= {f"{folder}/{name}{suffix}" for suffix in (".ipynb", ".md", ".outputs.txt")}
     return out

@@ -90,7 +90,7 @@ def test_exercise_runs_what_a_submission_is_judged_by():
     (scan,) = [cmd for label, cmd in recipe.steps("exercise", "6_1_vmap") if label == "glossary scan"]
     assert str(recipe.ROOT / "ch6" / "checks" / "s6_1") in scan  # the section's check messages are read too
     assert [label for label, _ in recipe.steps("notebook", "6_1_vmap")] == [
-        "sync + execute what changed", "exercises up to date"]
+        "sync + execute what changed", "exercises up to date", "workshop guide's time tables"]
     assert recipe.exercise_prefix("6_10_inference") == "6.10-" and recipe.exercise_prefix("6_1_vmap") == "6.1-"
     assert recipe.section_of("6_3a_sharding") == "s6_3a"
 
