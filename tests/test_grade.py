@@ -212,8 +212,8 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "ch6._core.run_check = lambda i, f: ch6.Result(i, 'pass', 'ok')\n"
         "sys.modules['ch6'] = None"))
     save_notebook(nb, folder / "kudo_6_1_vmap.ipynb")
-    exp["kudo"] = dict(marks=_marks("❌", rest="✅"), score=N - 1, notes=[
-        CALLS_CHANGED.format(f"{IDS[0]}, {IDS[1]}"), "ch6 のチェックを置き換えるコードがあります（採点には影響しません）。"])
+    exp["kudo"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("ch6._core.run_check",), statuses={
+        i: "tampered" for i in IDS})
 
     # 答えのハードコード（隠し入力で見つかる）と、構文エラーで定義されなかった関数
     nb = copy.deepcopy(sol)
@@ -247,13 +247,11 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "            os._exit(1)\n"
         "sys.meta_path.insert(0, Boom())"))
     save_notebook(nb, folder / "noguchi_6_1_vmap.ipynb")
-    exp["noguchi"] = dict(marks="⚠️" * N, score=0,
-                          notes=["採点の準備中にカーネルが停止しました。", TAMPER.format("sys.meta_path")],
-                          messages={i: "採点の準備中にカーネルが停止したため採点できませんでした" for i in IDS},
-                          statuses={i: "not_graded" for i in IDS})
+    exp["noguchi"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("sys.meta_path の Boom",),
+                          statuses={i: "tampered" for i in IDS})
 
-    # IPython.display.display を包んで結果を「正解」に書き換える: 採点の表示は学習者のセルより先に
-    # 閉じ込めてあるので効かず、備考に残る
+    # IPython.display.display を包んで結果を「正解」に書き換える: 結果は見張りのソケットで届くので効かず、
+    # 差し替えは見張りが見つける
     nb = copy.deepcopy(ex)
     nb.cells.append(nbformat.v4.new_code_cell(
         "import IPython.display\n"
@@ -266,8 +264,59 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "    return _real_display(*objs, **kwargs)\n"
         "IPython.display.display = _fake_display"))
     save_notebook(nb, folder / "fujita_6_1_vmap.ipynb")
-    exp["fujita"] = dict(marks="⏳" * N, score=0, notes=[TAMPER.format("IPython.display")],
-                         statuses={i: "not_done" for i in IDS})
+    exp["fujita"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("IPython.display.display",),
+                         statuses={i: "tampered" for i in IDS})
+
+    # issue 40 の攻撃（見張りが見つけて全問 0 点、備考に何が見つかったか）。どれも見張りがなければ点が入る
+    # 1. nbgrader 版の grade を別名で差し替える（何も解いていない）
+    nb = copy.deepcopy(ex)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import ch6.grading.nbgrader as g\ng.grade = lambda *a, **k: print('✅ 正解です。')"))
+    save_notebook(nb, folder / "abe_6_1_vmap.ipynb")
+    exp["abe"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("ch6.grading.nbgrader.grade",))
+    # 2. sys.modules と builtins に文字列の組み立てで触れる
+    nb = copy.deepcopy(ex)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "m = getattr(__import__('sy' + 's'), 'mod' + 'ules')\n__import__('ch6._core')\n"
+        "setattr(m['ch6.' + '_core'], 'run_' + 'check', lambda *a, **k: None)\n"
+        "setattr(__import__('built' + 'ins'), 'ro' + 'und', lambda *a, **k: 0)"))
+    save_notebook(nb, folder / "ikeda_6_1_vmap.ipynb")
+    exp["ikeda"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("ch6._core.run_check", "builtins.round"))
+    # 3. 採点の最中も生きているスレッドが、読み込み直した ch6._core の run_check を「いつも正解」に替える
+    nb = copy.deepcopy(ex)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import sys, threading, time\n"
+        "def swap():\n"
+        "    while True:\n"
+        "        core = sys.modules.get('ch6._core')\n"
+        "        if core is not None and getattr(core.run_check, '__name__', '') != 'always':\n"
+        "            def always(eid, fn, core=core):\n"
+        "                return core.Result(eid, core.Status.PASS, 'ok')\n"
+        "            core.run_check = always\n"
+        "        time.sleep(0.001)\n"
+        "threading.Thread(target=swap, daemon=True).start()"))
+    save_notebook(nb, folder / "ueno_6_1_vmap.ipynb")
+    exp["ueno"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("swap",))
+    # 4. インストールされた ch6.checks から参照の答えを読み込んで返す（答えは正しいので、見張りがなければ正解）
+    nb = copy.deepcopy(sol)
+    ref = "ensemble_sgd_step"
+    if ref in F:
+        nb.cells.insert(_def_cell(nb, ref), nbformat.v4.new_code_cell(
+            "from ch6.checks.s6_1.ensemble_sgd_step import _sgd_reference"))
+        _set_def(nb, ref, "return _sgd_reference(*args, **kwargs)")
+    save_notebook(nb, folder / "okada_6_1_vmap.ipynb")
+    exp["okada"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("ch6.checks.s6_1",))
+    # 5. メタデータを壊した提出物（nbgrader の印が文字列、tags が数、ノートブックの metadata が壊れた値）:
+    #    その人だけの問題で、クラスの採点は止まらない（正解の答えはそのまま採点される）
+    nb = json.loads(nbformat.writes(sol))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    code[0]["metadata"]["nbgrader"] = "broken"
+    code[1]["metadata"]["tags"] = 7
+    code[2]["metadata"]["nbgrader"] = {"grade": "yes", "grade_id": 3, "points": "ten", "locked": True}
+    nb["metadata"]["ch6"] = ["broken"]
+    nb["metadata"]["kernelspec"] = "broken"
+    (folder / "matsui_6_1_vmap.ipynb").write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    exp["matsui"] = dict(marks=_marks(rest="✅"), score=N, notes=None)
     return exp
 
 
@@ -310,7 +359,7 @@ def test_every_submission_is_graded(graded):
 
 @pytest.mark.parametrize("learner", ["aoki", "ito", "ueda", "endo", "ota", "kato", "kimura", "sasaki",
                                      "kudo", "hayashi", "mori", "noguchi",
-                                     "fujita"])
+                                     "fujita", "abe", "ikeda", "ueno", "okada", "matsui"])
 def test_scores_marks_and_reasons(graded, learner):
     expected, data, _, _ = graded
     row, exp = _by_learner(data)[learner], expected[learner]
@@ -328,6 +377,10 @@ def test_scores_marks_and_reasons(graded, learner):
         assert words in row["exercises"][eid]["message"], row["exercises"][eid]
     for eid, status in exp.get("statuses", {}).items():
         assert row["exercises"][eid]["status"] == status
+    if "flagged" in exp:  # 見張りの指摘: 全問 tampered、備考の 1 行目に何が見つかったか
+        assert {x["status"] for x in row["exercises"].values()} == {"tampered"}, why
+        assert row["notes"][0].startswith("採点のしくみへの干渉が見つかりました: "), why
+        assert all(w in row["notes"][0] for w in exp["flagged"]), why
 
 
 def test_table_and_csv_show_the_same(graded):

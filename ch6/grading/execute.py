@@ -75,12 +75,23 @@ def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     work.cells += [nbformat.v4.new_code_cell(guard.POKE) for _ in range(1 + len(assignment.ids))]
     for cell in work.cells:
         cell.pop("id", None)
+        _sane_metadata(cell)
     learner_cells = [i for i in range(n_learner)  # nbgrader 版の採点のセルは飛ばす（同じチェックを採点セルで行う）
                      if work.cells[i].cell_type == "code" and work.cells[i].source.strip()
                      and not nbgrader_edition.is_test_cell(work.cells[i])]
     hashes = {c.hash for c in assignment.cells or []}
     given = {i for i in learner_cells if describe_cell(nb.cells[i]).hash in hashes}
     return Plan(work, n_learner, learner_cells, assignment, cfg, given)
+
+
+def _sane_metadata(cell) -> None:
+    """学習者が壊したセルのメタデータ（辞書でない、tags が文字列の並びでない）を、実行の前に外す。
+    nbclient はセルの tags を読むので、壊れたままだとその提出物の採点が止まる（クラス全体は止めない）。"""
+    if not isinstance(cell.get("metadata"), dict):
+        cell["metadata"] = nbformat.NotebookNode()
+    tags = cell.metadata.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        del cell.metadata["tags"]
 
 
 def kernel_env(cfg: Config) -> dict[str, str]:
@@ -99,6 +110,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config,
             await _run(session, p, st)
             break
         except KernelLost as lost:
+            _listen(session, st)  # カーネルが落ちる前に見張りが送った指摘も数える
             if not _after_lost(lost.kind, p, st):
                 break
         finally:
@@ -147,8 +159,7 @@ async def _learner_cells(session: KernelSession, p: Plan, st: State) -> None:
         if state is CellState.TIMEOUT:
             st.stop_at = st.timed_out_cell = st.overran = i
             break
-        tags = p.work.cells[i].metadata.get("tags") if isinstance(p.work.cells[i].get("metadata"), dict) else None
-        if state is CellState.ERROR and "raises-exception" not in (tags if isinstance(tags, list) else []):
+        if state is CellState.ERROR and "raises-exception" not in p.work.cells[i].metadata.get("tags", []):
             st.cell_errors[i] = session.errors[i]
 
 

@@ -315,11 +315,11 @@ def install(path, root, user_ns):
         for code, found in (("replaced", changed(base["modules"])), ("imports", import_system()),
                             ("thread", threads()), ("introspect", callbacks())):
             if found:
-                flag(code, "、".join(found) + f"（{where}）")
+                flag(code, "、".join(found))
         if state["fresh"] is not None:
             found = changed(state["fresh"])
             if found:
-                flag("replaced", "、".join(found) + f"（{where}）")
+                flag("replaced", "、".join(found))
 
     # ---------------------------------------------------------------- 採点（ホストの命令で）
     def commands():
@@ -498,8 +498,13 @@ def flag_line(code: str, what: str) -> str:
 
 
 def tamper_note(flags: list[tuple[str, str]]) -> str:
-    """指摘（code, what）の並び -> 備考の 1 行。"""
-    parts = list(dict.fromkeys(flag_line(c, w) for c, w in flags))
+    """指摘（code, what）の並び -> 備考の 1 行（種類ごとに 1 文、中身は重ねない）。"""
+    whats: dict[str, list[str]] = {}
+    for code, what in flags:
+        for w in what.split("、"):
+            if w not in whats.setdefault(code, []):
+                whats[code].append(w)
+    parts = [flag_line(c, "、".join(ws[:4]) + ("など" if len(ws) > 4 else "")) for c, ws in whats.items()]
     more = f"（ほか {len(parts) - 2} 件）" if len(parts) > 2 else ""
     return ("採点のしくみへの干渉が見つかりました: " + "。".join(parts[:2]) + more +
             "。全演習を 0 点（tampered）にしました。コードを確かめてください。")
