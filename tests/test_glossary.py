@@ -128,31 +128,10 @@ def test_the_learner_files_include_checks_explain_figures_and_readme():
     assert "ch6/glossary.py" not in rel
 
 
-# issue 39 の規則（issue = "39"）の当たりが残るファイル: 本編・解答例・チェックは担当者が直している途中。ここにある
-# ファイルでも、それ以外の規則の当たりは失敗にする。直したファイルはここから消す（残っていれば XPASS と表示される）
-SCAN_PENDING = {
-    "ch6/checks/s6_7/dp_chips.py",
-    "ch6/checks/s6_9a/rules_for_mesh.py",
-    "exercises/6_7_cost_memory.ipynb",
-    "exercises/6_8b_sequence_expert.ipynb",
-    "notebooks/6_10_inference.ipynb",
-    "notebooks/6_9a_train.ipynb",
-}
-
-
 @pytest.mark.parametrize("path", LEARNER_FILES, ids=IDS)
 def test_every_learner_string_uses_the_glossary(path):
-    hits = glossary.scan_file(path)
-    pending = path.relative_to(ROOT).as_posix() in SCAN_PENDING
-    found = [str(h) for h in hits if not (pending and h.issue == "39")]
-    assert not found, "\n".join(found[:20]) + (f"\n… {len(found)} in all" if len(found) > 20 else "")
-    if hits:
-        pytest.xfail(f"{len(hits)} hits of the issue 39 rules, left to the owners of this file")
-
-
-def test_the_scan_pending_list_names_only_files_others_own():
-    assert SCAN_PENDING <= set(IDS)
-    assert all(n.startswith(("notebooks/", "solutions/", "exercises/", "ch6/checks/")) for n in SCAN_PENDING)
+    hits = [str(h) for h in glossary.scan_file(path)]
+    assert not hits, "\n".join(hits[:20]) + (f"\n… {len(hits)} in all" if len(hits) > 20 else "")
 
 
 def test_readme_is_scanned_up_to_its_english_section(tmp_path):
@@ -422,13 +401,7 @@ def _own_words(text):
     return "".join(s for s in re.findall(r"[^。]*。?", text) if "とは書かない" not in s and "とは書かず" not in s)
 
 
-_RENAMING = "the sequence-parallelism entry is being renamed by the 6.7/6.8 helper (issue 39)"
-
-
-@pytest.mark.parametrize("term", [
-    pytest.param(t, marks=pytest.mark.xfail(reason=_RENAMING, strict=False))
-    if t.ja in ("系列並列", "コンテキスト並列") else t
-    for t in glossary.terms()], ids=[t.ja for t in glossary.terms()])
+@pytest.mark.parametrize("term", glossary.terms(), ids=[t.ja for t in glossary.terms()])
 def test_each_definition_uses_the_glossary(term):
     assert not glossary.scan_text(_own_words(term.definition)), glossary.scan_text(_own_words(term.definition))
 
@@ -507,26 +480,9 @@ def test_the_cli_lists_long_sentences_and_fails_over_the_limit(tmp_path, capsys)
 
 
 LENGTH_FILES = glossary.length_files(ROOT)
-# 本編と解答例は issue 39 の担当者が文を分けている途中: 120 文字を超える文が残るファイル（直したら消す）
-LONG_PENDING = {
-    "notebooks/6_10_inference.ipynb",
-    "notebooks/6_9a_train.ipynb",
-    "notebooks/6_9c_lost_process.ipynb",
-    "solutions/6_10_inference.ipynb",
-    "solutions/6_9a_train.ipynb",
-    "solutions/6_9b_checkpoint_resume.ipynb",
-}
-
-
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.xfail(reason="notebooks being split by issue 39 helpers", strict=False))
-    if p.relative_to(ROOT).as_posix() in LONG_PENDING else p
-    for p in LENGTH_FILES], ids=[p.relative_to(ROOT).as_posix() for p in LENGTH_FILES])
+@pytest.mark.parametrize("path", LENGTH_FILES, ids=[p.relative_to(ROOT).as_posix() for p in LENGTH_FILES])
 def test_no_learner_sentence_is_over_120_characters(path):
     over = [str(s) for s in glossary.sentences_in(path) if len(s.text) > glossary.TOO_LONG]
     assert not over, "\n".join(over)
 
 
-def test_the_pending_list_names_only_lessons_and_solutions():
-    names = {p.relative_to(ROOT).as_posix() for p in LENGTH_FILES}
-    assert LONG_PENDING <= names and all(n.startswith(("notebooks/", "solutions/")) for n in LONG_PENDING)
