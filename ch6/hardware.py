@@ -152,7 +152,8 @@ TPU_V5E = Chip(
     source="Google Cloud TPU documentation: TPU v5e", url="https://cloud.google.com/tpu/docs/v5e",
     link_source=BOOK_TPUS[0], link_url=BOOK_TPUS[1],
     # 文書の ICI はチップあたり両方向 400 GB/s、ポート 4 つ（リンク 1 本の片方向 50 GB/s）。ブックの 4.5e10 を使う。
-    # HBM の帯域は、文書の版によって 819 GBps とも 800 GiBps とも書かれる。ブック（8.1e11、リッジ 240）に合う 819 GB/s。
+    # HBM の帯域は、文書の版によって 819 GBps とも 800 GiBps とも書かれる。819 GB/s を使う（リッジ 241）。ブックの推論の章は
+    # 1.97e14 / 8.2e11 = 240 とし、8.1e11 はクイズの値（1.97e14 / 8.1e11 = 243）。
     ici_link_oneway=45 * GB, torus_axes=2, dcn_bw_per_host=_DCN_HOST_V5E, chips_per_host=8,
 )
 TPU_V6E = Chip(
