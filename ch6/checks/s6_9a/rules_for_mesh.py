@@ -163,8 +163,8 @@ def check_make_rules(fn):
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
         _promised_axes(rules, config, mesh, label)
-    return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも約束どおりに配置でき、1 デバイスあたりの要素数が"
-            "最小になりました。")
+    return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも配置でき、論理軸ごとの分割が約束と"
+            "一致しました。")
 
 
 def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:

@@ -30,7 +30,7 @@ def collect(step_ref, step_test, state, batches, tol):
 
 
 def test_reference_and_collecting_answer_pass():
-    expect(EX, ref, Status.PASS, "勾配の平均の忘れ")
+    expect(EX, ref, Status.PASS, "勾配の集め忘れ")
     expect(EX, collect, Status.PASS)
 
 

@@ -11,7 +11,7 @@ EX = "6.9a-1"
 
 
 def test_reference_passes():
-    expect(EX, reference, Status.PASS, "最小")
+    expect(EX, reference, Status.PASS, "約束と一致")
 
 
 def test_explicit_none_and_size_one_axes_pass():
