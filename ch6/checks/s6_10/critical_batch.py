@@ -25,8 +25,8 @@ SMALL = (1e9, 2, 1000.0, 128, 1e12, 4e12)
 # 1 回の呼び出しの制限時間（秒）。B を 1 から順に試す答えは LARGE（約 300 万）でも数秒で返る。None の組で
 # 止まらないループ（差が 0 以下かを先に調べない）は、ここで打ち切ってそう言う（ノートブックが止まらないように）
 LIMIT_S = 30.0
-LATE = (f"隠しの組の 1 つで、{LIMIT_S:.0f} 秒たっても返りませんでした。計算律速にならない組（差が 0 以下）では B を"
-        "いくら増やしても届かないので、ループで探すなら先にそれを調べて None を返します。")
+LATE = (f"隠しの組の 1 つで、{LIMIT_S:.0f} 秒たっても返りませんでした。1 行の計算の時間が 1 行の KV を読む時間以下の組は"
+        "B をいくら増やしても計算律速にならないので、ループの前にそれを調べて None を返します。")
 
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
@@ -106,8 +106,8 @@ def check_decode_critical_batch(fn):
     if got[k] is None:
         raise Fail(f"計算律速になる組で None を返しています。この組は B = {want[k]} で計算の時間がメモリの時間に届きます。")
     if got[k] == want[k] - 1:
-        raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、切り捨てではなく"
-                   "切り上げ（math.ceil）です。")
+        raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、切り上げ（math.ceil）"
+                   "です（int() の切り捨てや round() では 1 つ足りない組があります）。")
     raise Fail(f"隠しの組の 1 つで、最小のバッチは {want[k]} のはずが {got[k]} でした。"
                "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解きましょう。")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checking import Fail, call, exercise
+from ...checking import Fail, LearnerError, call, exercise
 from .common import exercise_rng
 
 # 必須: w (入力, 出力) の float32 -> (q int8 (入力, 出力), scale float32 (出力,))。scale[j] = max|w[:, j]| / 127、
@@ -41,7 +41,7 @@ def _check_positive(scale, w) -> None:
         if not bad.any():
             continue
         if np.all(zero_cols[bad]):
-            raise Fail(f"すべて 0 の列の scale が {what}です（max|w| / 127 = 0 のまま）。w / scale が 0 で割る計算に"
+            raise Fail(f"すべて 0 の列の scale が {what}{' ' if what[-1].isascii() else ''}です（max|w| / 127 = 0 のまま）。w / scale が 0 で割る計算に"
                        "ならないよう、その列の scale は 1 などの正の数にします。")
         j = int(np.flatnonzero(bad & ~zero_cols)[0])
         raise Fail(f"列 {j} の scale が {what}（{scale[j]:.4g}）でした。scale は max|w[:, j]| / 127 の正の数です。")
@@ -73,6 +73,19 @@ def _check_scale(q, scale, w) -> None:
                    "jnp.clip(…, -127, 127) で収めます。")
 
 
+def _divides_by_zero(fn, w) -> bool:
+    """すべて 0 の列で 0 を 0 で割る（NaN を作ってから消す）答えか。jit を外して 1 演算ずつ NaN を調べ、NumPy の
+    0 除算も例外にする（NaN を int8 にした値は CPU では 0 でも、ほかのバックエンドでは決まらない）。"""
+    import jax
+
+    try:
+        with jax.disable_jit(), jax.debug_nans(True), np.errstate(divide="raise", invalid="raise"):
+            call(fn, w.copy())
+    except LearnerError as err:
+        return isinstance(err.exc, FloatingPointError)
+    return False
+
+
 @exercise("6.10-5", "quantize")
 def check_quantize(fn):
     for w in _inputs():
@@ -95,4 +108,7 @@ def check_quantize(fn):
         if np.any(err > scale / 2 * (1 + 1e-5) + 1e-12):
             raise Fail("q·scale と w の差が scale/2 を超える要素があります。切り捨て（floor や astype だけ）ではなく、"
                        "jnp.round で最も近い整数に丸めます。")
+    if _divides_by_zero(fn, w):
+        raise Fail("値は合っていますが、すべて 0 の列で 0 を 0 で割って NaN を作っています（NaN を int8 にした値は"
+                   "環境で変わります）。割る前に、その列の scale を 1 などの正の数にします。")
     return "隠しの行列 2 つ（外れ値の列、すべて 0 の列を含む）で、列ごとのスケールと丸めの誤差が範囲内でした。"

@@ -128,7 +128,7 @@ def test_an_unguarded_loop_is_stopped_and_named(monkeypatch):
         except Exception:
             return 1
     for fn in (endless, swallowing):
-        expect(EX, fn, Status.FAIL, "秒たっても返りませんでした", "先にそれを調べて None を返します")
+        expect(EX, fn, Status.FAIL, "秒たっても返りませんでした", "ループの前にそれを調べて None を返します")
 
 
 def test_a_guarded_linear_search_passes_within_the_limit():

@@ -57,6 +57,14 @@ def test_fresh_mistakes_from_the_statement():
     expect(EX, weights_per_sequence, Status.FAIL, "重みを系列ごとに足しています")
 
 
+def test_the_learner_slips_of_the_review_are_named():
+    """学習者の試し（issue 39）: int() で 0 に向かって切り捨て、max(0, …) のない答えと、その形で K だけ・クエリのヘッド。"""
+    expect(EX, make(rounding=int, clamp=False), Status.FAIL, "重みだけで HBM を超える組で -3", "max(0, …)")
+    expect(EX, make(kv_factor=1, rounding=int, clamp=False), Status.FAIL, "K だけ")
+    expect(EX, make(heads="n_heads", rounding=int, clamp=False), Status.FAIL, "クエリのヘッド")
+    expect(EX, make(rounding=int), Status.PASS)  # max(0, …) があれば int() の切り捨ても正しい
+
+
 def test_types_and_other_wrong_answers():
     expect(EX, make(as_type=float), Status.FAIL, "float")
     expect(EX, lambda *a: make()(*a) + 0.5, Status.FAIL, "小数")

@@ -78,3 +78,23 @@ def test_other_wrong_answers():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_dividing_zero_by_zero_then_repairing_is_named():
+    """学習者の試し（issue 39）: 0 で割って NaN を作り、int8 にしてから scale だけ直す答え（CPU では NaN → 0 で値は合う）と、
+    nan_to_num で消す答え。jit しても、NumPy で書いても見つける。"""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def repaired(w):
+        amax = jnp.max(jnp.abs(w), axis=0)
+        q = jnp.clip(jnp.round(w / (amax / 127)), -127, 127).astype(jnp.int8)
+        return q, jnp.where(amax > 0, amax / 127, 1.0).astype(jnp.float32)
+
+    def numpy_nan_to_num(w):
+        amax = np.abs(w).max(axis=0)
+        q = np.nan_to_num(np.round(w / (amax / 127)))  # NumPy は警告だけで進む
+        return np.clip(q, -127, 127).astype(np.int8), np.where(amax > 0, amax / 127, 1).astype(np.float32)
+    for fn in (repaired, jax.jit(repaired), numpy_nan_to_num):
+        expect(EX, fn, Status.FAIL, "0 を 0 で割って NaN")
