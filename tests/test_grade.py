@@ -250,8 +250,8 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     exp["noguchi"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("sys.meta_path の Boom",),
                           statuses={i: "tampered" for i in IDS})
 
-    # IPython.display.display を包んで結果を「正解」に書き換える: 結果は見張りのソケットで届くので効かず、
-    # 差し替えは見張りが見つける
+    # IPython.display.display を包んで結果を「正解」に書き換える: 結果は監視のソケットで届くので効かず、
+    # 差し替えは監視が見つける
     nb = copy.deepcopy(ex)
     nb.cells.append(nbformat.v4.new_code_cell(
         "import IPython.display\n"
@@ -267,7 +267,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     exp["fujita"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("IPython.display.display",),
                          statuses={i: "tampered" for i in IDS})
 
-    # issue 40 の攻撃（見張りが見つけて全問 0 点、備考に何が見つかったか）。どれも見張りがなければ点が入る
+    # issue 40 の攻撃（監視が見つけて全問 0 点、備考に何が見つかったか）。どれも監視がなければ点が入る
     # 1. nbgrader 版の grade を別名で差し替える（何も解いていない）
     nb = copy.deepcopy(ex)
     nb.cells.append(nbformat.v4.new_code_cell(
@@ -297,7 +297,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
         "threading.Thread(target=swap, daemon=True).start()"))
     save_notebook(nb, folder / "ueno_6_1_vmap.ipynb")
     exp["ueno"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("swap",))
-    # 4. インストールされた ch6.checks から参照の答えを読み込んで返す（答えは正しいので、見張りがなければ正解）
+    # 4. インストールされた ch6.checks から参照の答えを読み込んで返す（答えは正しいので、監視がなければ正解）
     nb = copy.deepcopy(sol)
     ref = "ensemble_sgd_step"
     if ref in F:
@@ -377,7 +377,7 @@ def test_scores_marks_and_reasons(graded, learner):
         assert words in row["exercises"][eid]["message"], row["exercises"][eid]
     for eid, status in exp.get("statuses", {}).items():
         assert row["exercises"][eid]["status"] == status
-    if "flagged" in exp:  # 見張りの指摘: 全問 tampered、備考の 1 行目に何が見つかったか
+    if "flagged" in exp:  # 監視の指摘: 全問 tampered、備考の 1 行目に何が見つかったか
         assert {x["status"] for x in row["exercises"].values()} == {"tampered"}, why
         assert row["notes"][0].startswith("採点のしくみへの干渉が見つかりました: "), why
         assert all(w in row["notes"][0] for w in exp["flagged"]), why

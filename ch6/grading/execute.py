@@ -1,6 +1,6 @@
-"""1 冊の採点の流れ: 見張りを入れる → 学習者のセル → 採点の準備（ch6 の読み込み直し）→ 演習ごとのチェック。
+"""1 冊の採点の流れ: 監視を入れる → 学習者のセル → 採点の準備（ch6 の読み込み直し）→ 演習ごとのチェック。
 
-見張り（:mod:`ch6.grading.guard`）は監査フックと、ホストの UNIX ソケットです。結果も見張りの指摘もソケットで届きます
+監視（:mod:`ch6.grading.guard`）は監査フックと、ホストの UNIX ソケットです。結果も監視の指摘もソケットで届きます
 （セルの表示は使いません）。学習者のセルごとに届いた指摘を読み、配ったままのセルからの ``ch6.checks`` の読み込み
 （6.3a の ``gated_mlp``）は数えません。指摘が 1 つでもあれば、全演習を ⚠️ tampered（0 点）にして備考に書きます。
 
@@ -64,14 +64,14 @@ class State:
     cell_errors: dict[int, dict] = dataclasses.field(default_factory=dict)
     not_graded_why: str | None = None  # 採点できなかった演習の理由（既定: カーネルが何度も停止した）
     step: Step | None = None           # いま実行しているところ（カーネルが失われたときの判断に使う）
-    flags: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # 見張りの指摘 (種類, 中身)
+    flags: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # 監視の指摘 (種類, 中身)
     index: int = 0                     # 学習者のセルの番号、またはチェックの番号（0 始まり）
 
 
 def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     work = copy.deepcopy(nb)
     n_learner = len(work.cells)
-    # 採点の準備とチェックのセルは、見張りへの合図だけ（何をするかはソケットで送る）
+    # 採点の準備とチェックのセルは、監視への合図だけ（何をするかはソケットで送る）
     work.cells += [nbformat.v4.new_code_cell(guard.POKE) for _ in range(1 + len(assignment.ids))]
     for cell in work.cells:
         cell.pop("id", None)
@@ -110,7 +110,7 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config,
             await _run(session, p, st)
             break
         except KernelLost as lost:
-            _listen(session, st)  # カーネルが落ちる前に見張りが送った指摘も数える
+            _listen(session, st)  # カーネルが落ちる前に監視が送った指摘も数える
             if not _after_lost(lost.kind, p, st):
                 break
         finally:
@@ -130,7 +130,7 @@ async def _run(session: KernelSession, p: Plan, st: State) -> None:
     ok = await session.run_prelude(str(PACKAGE_DIR.parent), p.cfg.setup_timeout)
     if ok:
         await _learner_cells(session, p, st)
-    why = await _set_up_grader(session, p, st) if ok else "採点の見張りを入れられませんでした"
+    why = await _set_up_grader(session, p, st) if ok else "採点の監視を入れられませんでした"
     if why:
         for eid in p.assignment.ids:
             st.results.setdefault(eid, ExerciseResult(
@@ -164,7 +164,7 @@ async def _learner_cells(session: KernelSession, p: Plan, st: State) -> None:
 
 
 def _listen(session: KernelSession, st: State, given: bool = False) -> list[dict]:
-    """見張りから届いた行を読み、指摘を st.flags に足して、残り（結果）を返す。
+    """監視から届いた行を読み、指摘を st.flags に足して、残り（結果）を返す。
     given: 配ったままのセルの実行中（そこからの ch6.checks の読み込みは講座のコードなので数えない）。"""
     out = []
     for msg in session.channel.drain():
@@ -186,9 +186,9 @@ async def _set_up_grader(session: KernelSession, p: Plan, st: State) -> str | No
     error = next((m.get("why") for m in got if m.get("k") == "error"), None)
     if state is CellState.TIMEOUT:
         return f"{p.cfg.setup_timeout:g} 秒以内に終わりませんでした"
-    if origin is None and error is None:  # 見張りが何も返さない: 合図が届かないようにされた
+    if origin is None and error is None:  # 監視が何も返さない: 合図が届かないようにされた
         st.flags.append(("silent", "採点の準備"))
-        return "見張りから返事がありませんでした"
+        return "監視から返事がありませんでした"
     if origin is None or not Path(origin).resolve().is_relative_to(PACKAGE_DIR):
         return error or outputs.first_error(p.work.cells[p.n_learner]) or f"読み込み先 {origin}"
     return None

@@ -1,10 +1,10 @@
-"""採点の見張り: 学習者のコードが採点に手を出したことを、書き方によらず実行時に見つける（ch6-grade と nbgrader 版で共通）。
+"""採点の監視: 学習者のコードが採点に手を出したことを、書き方によらず実行時に見つける（ch6-grade と nbgrader 版で共通）。
 
-**なぜ同じカーネルで、見張りつきか。** チェックは学習者の関数を呼ぶので、学習者のコードはどこで採点しても採点と
+**なぜ同じカーネルで、監視つきか。** チェックは学習者の関数を呼ぶので、学習者のコードはどこで採点しても採点と
 同じプロセスで動きます。関数を値で別のプロセスへ送っても（cloudpickle）、その関数の本体はチェックの最中にそこで動き、
 ノートブックの変数・メッシュ・学習者の名前空間を見るチェック（6.6-3）も 73 問すべてで同じに保つのは難しくなります。
 そこで採点は今までどおり学習者のセルのあとに同じカーネルで、インストール先から読み込み直したチェックで行い、
-その周りを、学習者のコードが外せない・届かない仕組みで見張ります。
+その周りを、学習者のコードが外せない・届かない仕組みで監視ます。
 
 1. **監査フック**（``sys.addaudithook``）を、学習者のセルより先に入れます。フックは外せません。学習者のコードからの
    ``ch6.checks`` の読み込みとファイルの読み出し（参照の答え）、``gc`` で他人のオブジェクトを探すこと、
@@ -29,7 +29,7 @@
 備考に 1 行で書きます（ch6-grade の表・CSV、nbgrader の採点のセル）。ただし、配ったままのセル（6.3a の
 ``from ch6.checks.s6_3a import gated_mlp`` など）からの読み込みは数えません。
 
-**見張りでは防げないこと（先生へ）。** 学習者のコードは採点する人の権限で同じプロセスにいます。フックに触れない
+**監視では防げないこと（先生へ）。** 学習者のコードは採点する人の権限で同じプロセスにいます。フックに触れない
 ところ（フックの記録より前にファイル番号を当て推量で閉じる、``__globals__`` を辿る、1 回のチェックの中で差し替えて
 元に戻す、ライブラリのクラスの属性の書き換え）は見つけられないことがあります。知らない人の提出物は、コンテナなど
 隔離した環境で採点してください。
@@ -45,23 +45,23 @@ import shutil
 import socket
 import tempfile
 
-FILE = "<ch6-guard>"  # 見張りのコードのファイル名（学習者のコードと区別する）
+FILE = "<ch6-guard>"  # 監視のコードのファイル名（学習者のコードと区別する）
 AUDIT_EVENT = "ch6.grade"  # 採点を始める合図（ホストがソケットで命令を送ってから、この監査イベントを起こす）
 POKE = f'__import__("sys").audit("{AUDIT_EVENT}")'
 
-# 見張りが送る指摘の種類 -> 備考・メッセージに書く 1 文の型（{} に中身）
+# 監視が送る指摘の種類 -> 備考・メッセージに書く 1 文の型（{} に中身）
 FLAGS = {
     "reference": "参照の答え（{}）を学習者のコードが読み込みました",
     "introspect": "学習者のコードが採点のしくみを覗く・書き換える操作（{}）をしました",
     "frames": "チェックの最中に、学習者の関数がチェックのフレームを覗きました（{}）",
     "replaced": "採点に使うオブジェクトが差し替えられています（{}）",
     "imports": "読み込みのしくみが書き換えられています（{}）",
-    "thread": "学習者のコードのスレッドが採点の最中も動いていました（{}）",
-    "forged": "採点の通信に、見張り以外から書き込まれた行がありました（{}）",
+    "thread": "学習者のコードがスレッドを動かしていました（{}）",
+    "forged": "採点の通信に、監視以外から書き込まれた行がありました（{}）",
     "silent": "採点のしくみから結果が届きませんでした（{}）",
 }
 
-# カーネルの中で動く見張り（ファイル名 FILE でコンパイルする）。ホストの UNIX ソケット path へつなぎ、nonce を受け取る。
+# カーネルの中で動く監視（ファイル名 FILE でコンパイルする）。ホストの UNIX ソケット path へつなぎ、nonce を受け取る。
 _KERNEL = r'''
 def install(path, root, user_ns):
     import _socket, _thread, gc, importlib, json, os, sys, sysconfig, threading
@@ -170,7 +170,7 @@ def install(path, root, user_ns):
             busy.discard(me)
 
     def watch(event, args):
-        frame = getframe(2)  # watch <- hook <- イベントを起こしたコード
+        frame = getframe(2)  # 2 つ上の枠: イベントを起こしたコード（watch を hook が呼ぶ）
         grading = state["phase"] == "grading"
         if event == "import":
             name = args[0] if args else ""
@@ -195,11 +195,11 @@ def install(path, root, user_ns):
         elif grading and event == "object.__getattr__":
             if len(args) > 1 and args[1] in FRAMES and caller_is_learner(frame):
                 flag("frames", args[1])
-        elif grading and event == "_thread.start_new_thread":
+        elif event == "_thread.start_new_thread":  # 学習者の関数を動かすスレッド（採点の前に止まっても、差し替えは残りうる）
             target = args[0] if args else None
             target = getattr_(getattr_(target, "__self__", None), "_target", None) or target
             if learner_fn(target):
-                flag("thread", getattr_(target, "__name__", "?") + "（チェックの最中に開始）")
+                flag("thread", getattr_(target, "__name__", "?"))
 
     # ---------------------------------------------------------------- 突き合わせ
     def callables(m):
@@ -219,7 +219,7 @@ def install(path, root, user_ns):
         return out
 
     def allowed(value):
-        """ch6 自身（学習者版の見張り ch6.edition）が入れ替えたもの。"""
+        """ch6 自身（学習者版の監視 ch6.edition）が入れ替えたもの。"""
         code = getattr_(value, "__code__", None)
         return code is not None and code in state["edition"]
 
@@ -274,7 +274,13 @@ def install(path, root, user_ns):
                 continue
             fd = vars(fresh)
             for k, v in list(vars(m).items()):
-                if k in fd and isinstance_(fd[k], (FunctionType, type)) and not same(v, fd[k]):
+                if k.startswith("__"):
+                    continue
+                try:  # 遅延読み込みの名前（ch6.run_check など）は、読み込み直した側で引いて比べる
+                    fv = fd[k] if k in fd else getattr_(fresh, k)
+                except Exception:
+                    continue
+                if isinstance_(fv, (FunctionType, type)) and not same(v, fv):
                     found.append(f"{name}.{k}")
         return found[:6]
 
@@ -383,7 +389,7 @@ def install(path, root, user_ns):
             import_module(name)
         except Exception:
             pass
-    try:  # 学習者版の見張り（ch6.edition）が入れ替えるもの: ディスクの edition.py のコード（学習者のセルより前に読む）
+    try:  # 学習者版の監視（ch6.edition）が入れ替えるもの: ディスクの edition.py のコード（学習者のセルより前に読む）
         with open(pkg + "edition.py", encoding="utf-8") as fh:
             todo = [compile(fh.read(), pkg + "edition.py", "exec")]
         while todo:
@@ -401,8 +407,8 @@ def install(path, root, user_ns):
 
 
 def kernel_source(path: str, root: str) -> str:
-    """学習者のセルより先にカーネルで実行するコード（見張りを入れる）。path はホストの UNIX ソケット、root は ch6 のあるフォルダ。"""
-    # 見張りの名前は builtins の写しから引く（学習者のコードが builtins を書き換えても、見張りは元のものを使う）
+    """学習者のセルより先にカーネルで実行するコード（監視を入れる）。path はホストの UNIX ソケット、root は ch6 のあるフォルダ。"""
+    # 監視の名前は builtins の写しから引く（学習者のコードが builtins を書き換えても、監視は元のものを使う）
     return (f"exec(compile({_KERNEL!r}, {FILE!r}, 'exec'), "
             "__ch6_ns := {'__builtins__': dict(vars(__import__('builtins')))})\n"
             f"__ch6_ns['install']({path!r}, {root!r}, globals())\n"
@@ -410,9 +416,9 @@ def kernel_source(path: str, root: str) -> str:
 
 
 class Channel:
-    """ホスト側: 見張りの UNIX ソケット。接続は 1 つだけ受け付け（受けたらソケットのファイルを消す）、nonce を送る。
+    """ホスト側: 監視の UNIX ソケット。接続は 1 つだけ受け付け（受けたらソケットのファイルを消す）、nonce を送る。
 
-    見張りの行は :meth:`drain` で読みます（たまっている分だけ、待たずに）。nonce の合わない行・壊れた行は
+    監視の行は :meth:`drain` で読みます（たまっている分だけ、待たずに）。nonce の合わない行・壊れた行は
     ``forged`` の指摘にします。"""
 
     def __init__(self):
@@ -457,7 +463,7 @@ class Channel:
             self.closed = True
 
     def drain(self) -> list[dict]:
-        """届いている行（見張りの nonce つきのもの）。偽の行は {"k": "flag", "code": "forged"} にする。"""
+        """届いている行（監視の nonce つきのもの）。偽の行は {"k": "flag", "code": "forged"} にする。"""
         if self.conn is None:
             return []
         while True:

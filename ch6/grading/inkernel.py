@@ -2,9 +2,9 @@
 
 このモジュールが読み込むのはチェックの登録表（``ch6._core`` と ``ch6.checks``）だけです。nbformat も
 ホスト側の採点コードも読み込みません（カーネルでの準備が速く、壊れにくいように。
-``tests/grading/test_inkernel.py`` が確かめます）。呼ぶのは見張り（:mod:`ch6.grading.guard`）です:
+``tests/grading/test_inkernel.py`` が確かめます）。呼ぶのは監視（:mod:`ch6.grading.guard`）です:
 学習者のセルのあとで ``ch6`` を ``sys.modules`` から消してインストール先から読み込み直し、このモジュールの
-:func:`grader` で採点の関数を作ります。結果は見張りのソケットでホストへ届きます。
+:func:`grader` で採点の関数を作ります。結果は監視のソケットでホストへ届きます。
 """
 from __future__ import annotations
 

@@ -508,7 +508,7 @@ def guard(nb, name: str) -> list[str]:
 
 
 def regrade(nb, name: str, timeout: int = CELL_TIMEOUT) -> list[str]:
-    """ch6-grade と同じ見張りつきの採点（:mod:`ch6.grading.guard`）でこの提出物を新しいカーネルで採点し直し、
+    """ch6-grade と同じ監視つきの採点（:mod:`ch6.grading.guard`）でこの提出物を新しいカーネルで採点し直し、
     採点のセルに反映する。採点する人への知らせ（1 行ずつ）を返す。
 
     nbgrader の点数は、学習者のカーネルで実行した採点のセルの出力で決まります。学習者のセルはそのカーネルで
@@ -543,7 +543,7 @@ def regrade(nb, name: str, timeout: int = CELL_TIMEOUT) -> list[str]:
         if r.status is Status.TAMPERED:
             c.outputs.append(_error(eid, r.message))
         elif r.status is not Status.PASS and not _has_error(c):
-            c.outputs.append(_error(eid, "講座の採点（見張りつき）では正解になりません: "
+            c.outputs.append(_error(eid, "講座の採点（監視つき）では正解になりません: "
                                          f"{r.message or r.status.value}。この演習は 0 点にしました。"))
             said.append(f"{name}: 採点のセルは ✅ でしたが、講座の採点では {r.status.value} です（{eid}）。")
     return said
@@ -617,6 +617,27 @@ def __getattr__(name: str):  # nbgrader の設定が文字列で指す前処理�
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _repaired(nb):
+    """nbformat の検証に通らないセルのメタデータ（tags が文字列の並びでない、metadata が辞書でない）を外した写し。
+    もともと通るなら None。"""
+    import nbformat
+
+    from .execute import _sane_metadata
+
+    try:
+        nbformat.validate(nb)
+        return None
+    except nbformat.ValidationError:
+        pass
+    fixed = copy.deepcopy(nb)
+    for cell in fixed.cells:
+        _sane_metadata(cell)
+    for key in ("kernelspec", "language_info"):  # ノートブックの metadata の、形の決まった項目
+        if key in fixed.metadata and not isinstance(fixed.metadata[key], dict):
+            del fixed.metadata[key]
+    return fixed
+
+
 def _exporter_class():
     from nbconvert.exporters import NotebookExporter
 
@@ -634,6 +655,17 @@ def _exporter_class():
                 from .submission import read_submission
 
                 nb, why = read_submission(path)
+                fixed = _repaired(nb) if nb is not None else None
+                if fixed is not None:  # セルのメタデータが壊れている: 直した写しを採点する（その人もクラスも止めない）
+                    where = f"submitted/{info['student']}/{info['assignment']}/{path.name}"
+                    self.log.warning("ch6: %s: セルのメタデータが壊れていたので、外して採点します。", where)
+                    with tempfile.TemporaryDirectory() as tmp:
+                        stand_in = os.path.join(tmp, path.name)
+                        fixed_nb, nb = fixed, None
+                        import nbformat
+
+                        nbformat.write(fixed_nb, stand_in)
+                        return super().from_filename(stand_in, resources, **kw)
                 if nb is None:
                     import nbformat
 

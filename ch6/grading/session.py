@@ -64,7 +64,7 @@ class KernelSession:
             resources={"metadata": {"path": cwd}}, on_cell_error=self._on_error,
         )
         self.client.n_learner = n_learner
-        self.channel = guard.Channel()  # 見張りの UNIX ソケット（ホスト側）
+        self.channel = guard.Channel()  # 監視の UNIX ソケット（ホスト側）
 
     def _on_error(self, cell, cell_index, execute_reply):
         content = execute_reply.get("content", {})
@@ -79,8 +79,8 @@ class KernelSession:
         await c.async_start_new_kernel_client()
 
     async def run_prelude(self, root: str, timeout: float) -> bool:
-        """見張り（ch6.grading.guard）を学習者のセルより先に入れる。ソケットの接続を受けながら実行し、
-        見張りが「ready」を送ってきたら True。"""
+        """監視（ch6.grading.guard）を学習者のセルより先に入れる。ソケットの接続を受けながら実行し、
+        監視が「ready」を送ってきたら True。"""
         accept = asyncio.ensure_future(self.channel.accept())
         try:
             ok = await self.run_hidden(guard.kernel_source(self.channel.path, root), timeout)

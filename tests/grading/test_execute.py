@@ -22,7 +22,7 @@ SETUP, CHECK = "setup", "check"  # 台本のキー: 学習者のセルは番号�
 
 
 class FakeChannel:
-    """見張りのソケットの代わり: 送った命令を覚え、セルの実行で出た行を drain で返す。"""
+    """監視のソケットの代わり: 送った命令を覚え、セルの実行で出た行を drain で返す。"""
 
     def __init__(self):
         self.sent, self.lines = [], []
@@ -37,7 +37,7 @@ class FakeChannel:
 
 class FakeSession:
     """script[(何個目のカーネル, どこ)] の振る舞い: "ok" / ("error", 名前) / "timeout" / Lost / "start" で起動失敗、
-    ("flag", 種類) で見張りの指摘、"silent" で見張りが何も返さない。"""
+    ("flag", 種類) で監視の指摘、"silent" で監視が何も返さない。"""
     script: dict = {}
     kernels: list = []
 
@@ -77,7 +77,7 @@ class FakeSession:
             what = "ok"
         if what == "silent":
             return CellState.OK
-        if where == SETUP and isinstance(what, tuple):  # 準備の中の例外は、見張りが理由を返す
+        if where == SETUP and isinstance(what, tuple):  # 準備の中の例外は、監視が理由を返す
             self.channel.lines.append({"k": "error", "cmd": "setup", "why": f"{what[1]}: boom"})
             return CellState.OK
         if isinstance(what, tuple):
@@ -171,7 +171,7 @@ def test_a_kernel_lost_while_setting_up_is_said_once(where, kind, note, why):
     ({(0, SETUP): "timeout"}, "50 秒以内に終わりませんでした"),
     ({(0, SETUP): ("error", "ImportError")}, "ImportError"),
     ({(0, SETUP): "/elsewhere/ch6/_core.py"}, "読み込み先 /elsewhere/ch6/_core.py"),
-    ({(0, "prelude"): "error"}, "採点の見張りを入れられませんでした"),
+    ({(0, "prelude"): "error"}, "採点の監視を入れられませんでした"),
 ])
 def test_a_grader_that_cannot_be_set_up_is_internal(script, why):
     results, notes = grade(script)

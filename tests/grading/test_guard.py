@@ -1,6 +1,6 @@
-"""ch6.grading.guard: 見張り（監査フック + ホストのソケット）を、カーネルの代わりの Python のサブプロセスで確かめる。
+"""ch6.grading.guard: 監視（監査フック + ホストのソケット）を、カーネルの代わりの Python のサブプロセスで確かめる。
 
-サブプロセスは採点のカーネルと同じ順に動きます: 見張りを入れる → 学習者のセル（ipykernel と同じく一時フォルダの
+サブプロセスは採点のカーネルと同じ順に動きます: 監視を入れる → 学習者のセル（ipykernel と同じく一時フォルダの
 ファイル名でコンパイル）→ 採点の準備の合図 → 演習ごとの合図。ホスト（このテスト）は UNIX ソケットで命令を送り、
 結果と指摘を受け取ります。issue 40 の攻撃それぞれが、書き方を変えても指摘になることを確かめます
 （ch6-grade と nbgrader での端から端までは tests/test_grade.py と tests/grading/test_nbgrader_roundtrip.py）。
@@ -27,7 +27,7 @@ TODO_6_1_5 = "def ensemble_sgd_step(*args, **kwargs):\n    raise NotImplementedE
 
 
 def kernel(cells: list[str], ids=("6.1-1",), after: str = "") -> tuple[list[dict], str]:
-    """見張りつきのサブプロセスで cells を実行して採点する。(ホストに届いた行, stderr)。"""
+    """監視つきのサブプロセスで cells を実行して採点する。(ホストに届いた行, stderr)。"""
     ch = guard.Channel()
     lines = ["ns = {'__name__': '__main__'}", f"exec({guard.kernel_source(ch.path, str(ROOT))!r}, ns)"]
     lines += [f"exec(compile({src!r}, {CELL.format(k)!r}, 'exec'), ns)" for k, src in enumerate(cells)]
@@ -153,3 +153,9 @@ def test_the_note_says_what_was_found_in_one_line():
     assert "\n" not in note and note.startswith("採点のしくみへの干渉が見つかりました: ")
     assert note.count("swap") == 1 and note.count("builtins.round") == 1 and "ch6._core.run_check" in note
     assert "（ほか 1 件）" in note and "0 点" in note
+
+
+def test_a_lazily_exported_name_replaced_on_the_package_is_found():
+    """ch6.run_check（ch6 の遅延読み込みの名前）を差し替えると、読み込み直した ch6 の同じ名前と比べて見つかる。"""
+    msgs, _ = kernel([TODO_6_1_5, "import ch6\nch6.run_check = lambda *a, **k: None\n"], ids=("6.1-5",))
+    assert ("replaced", "ch6.run_check") in flags(msgs), flags(msgs)

@@ -1,4 +1,4 @@
-"""ch6.grading.inkernel: 学習者のカーネルの中で動く採点コード（見張りからの呼び出しは tests/grading/test_guard.py）。"""
+"""ch6.grading.inkernel: 学習者のカーネルの中で動く採点コード（監視からの呼び出しは tests/grading/test_guard.py）。"""
 from __future__ import annotations
 
 import json

@@ -10,6 +10,10 @@ python -m ch6.grading.nbgrader → nbgrader generate_assignment → 学生の提
 - deleted:  student1 と同じ答えで、不正解の演習の採点のセルを消した提出物: 採点では戻して student1 と同じ点数、
             validate（講座の validate も、コースの外での nbgrader validate も）は終了コード 1 でヒントを最後まで表示
 - broken:   壊れたファイル: autograde は止まらず 0 点で理由を採点のセルに、ch6-grade の表にも ⚠️ not_graded で名前が出る
+- issue 40 の攻撃（autograde は監視つきで採点し直し、全問 0 点で何が見つかったかを採点のセルに。validate も失敗）:
+  alias（``ch6.grading.nbgrader`` の ``grade`` を別名で差し替え）、strings（``sys.modules`` を文字列の組み立てで）、
+  thread（採点の最中も生きているスレッド）、reference（``ch6.checks`` から参照の答え）
+- meta:     student1 と同じ答えで、セルのメタデータを壊した提出物: その人の autograde もクラスも止まらない
 
 演習の番号・数・点数は ch6/grading/exercises.json から取ります（手で書いた数はありません）。
 nbgrader は講座の環境に入れないので、このテストは ``make test-nbgrader``（.venv-nbgrader）で動きます
@@ -44,6 +48,23 @@ RIGHT = {name: IDS[name][0] for name in NOTEBOOKS}
 WRONG = {"6_1_vmap": ("6.1-2", 'return jax.vmap(fn, in_axes=(1, 0))(seqs, lengths)  # out_axes を忘れた'),
          "6_3b_shard_map": ("6.3b-2", 'return lax.all_gather(block, "x", axis=1, tiled=True)  # ppermute を使わない')}
 TAMPER = "from types import SimpleNamespace\nch6.run_check = lambda *a, **k: SimpleNamespace(ok=True, line='')"
+ATTACKS = {
+    "alias": "import ch6.grading.nbgrader as g\ng.grade = lambda *a, **k: __import__('types').SimpleNamespace("
+             "ok=True, line='')",
+    "strings": "m = getattr(__import__('sy' + 's'), 'mod' + 'ules')\n__import__('ch6._core')\n"
+               "setattr(m['ch6.' + '_core'], 'run_' + 'check', lambda i, f: m['ch6._core'].Result(i, 'pass', 'ok'))",
+    "thread": "import sys, threading, time\n"
+              "def swap():\n"
+              "    while True:\n"
+              "        core = sys.modules.get('ch6._core')\n"
+              "        if core is not None and getattr(core.run_check, '__name__', '') != 'always':\n"
+              "            def always(eid, fn, core=core):\n"
+              "                return core.Result(eid, core.Status.PASS, 'ok')\n"
+              "            core.run_check = always\n"
+              "        time.sleep(0.001)\n"
+              "threading.Thread(target=swap, daemon=True).start()",
+    "reference": "from ch6.checks.s6_1.ensemble_sgd_step import _sgd_reference",
+}
 DEVICES = "2"
 MAX = {name: float(len(IDS[name])) for name in NOTEBOOKS}  # 既定 1 問 1 点
 
@@ -87,7 +108,7 @@ def argv(line: str, env: dict) -> list[str]:
 def run(line: str, cwd: Path, env: dict, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(argv(line, env) + list(extra), cwd=cwd, env=env, text=True, capture_output=True, timeout=1200)
     if check:
-        assert p.returncode == 0, f"{line}: {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+        assert p.returncode == 0, f"{line}: {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-60000:]}"
     return p
 
 
@@ -149,6 +170,18 @@ def _submissions(course: Path) -> dict[str, dict[str, str]]:
         deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != gone]
         subs["deleted"] = {name: nbformat.writes(deleted)}
         subs["broken"] = {name: nbformat.writes(nb)[:5000]}  # 保存の途中で切れたファイル
+        for student, code in ATTACKS.items():
+            attack = nbformat.from_dict(json.loads(json.dumps(release)))
+            attack.cells.insert(setup + 1, nbformat.v4.new_code_cell(code))
+            if student == "reference":  # 参照の答えを返す（答えは正しい）
+                _answer(_cell(attack, "6.1-5"), "return _sgd_reference(loss_fn, stacked, xs, ys, lrs)")
+            subs[student] = {name: nbformat.writes(attack)}
+        meta = json.loads(nbformat.writes(nb))
+        code = [c for c in meta["cells"] if c["cell_type"] == "code"]
+        code[1]["metadata"]["tags"] = 7
+        code[2]["metadata"]["ch6"] = "broken"
+        meta["metadata"]["ch6"] = ["broken"]
+        subs["meta"] = {name: json.dumps(meta, ensure_ascii=False)}
     return subs
 
 
@@ -181,7 +214,7 @@ def _grades(course: Path) -> dict:
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         out = {}
-        for student in ("student1", "tamper", "exercises", "deleted", "broken"):
+        for student in ("student1", "tamper", "exercises", "deleted", "broken", *ATTACKS, "meta"):
             sub = gb.find_submission("ps1", student)
             out[student] = {n.name: {g.name: g.score for g in n.grades} for n in sub.notebooks}
         return out
@@ -218,7 +251,8 @@ def test_export_has_the_points(course):
         rows = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
     full = sum(MAX.values())
     assert rows == {"student1": (2.0, full), "exercises": (1.0, full), "deleted": (1.0, full),
-                    "tamper": (0.0, full), "broken": (0.0, full)}, rows
+                    "tamper": (0.0, full), "broken": (0.0, full), "meta": (1.0, full),
+                    **{s: (0.0, full) for s in ATTACKS}}, rows
 
 
 def test_gradebook_has_points_per_exercise(course):
@@ -253,6 +287,29 @@ def test_a_replaced_run_check_is_flagged_and_scores_zero(course):
     assert "tamper/ps1: 6_1_vmap: セル" in log and "採点のしくみに触れています" in log, log[-3000:]
 
 
+@pytest.mark.parametrize("student, found", [
+    ("alias", "ch6.grading.nbgrader.grade"), ("strings", "ch6._core.run_check"), ("thread", "swap"),
+    ("reference", "ch6.checks.s6_1.ensemble_sgd_step")])
+def test_issue_40_attacks_score_zero_with_what_was_found(course, student, found, tmp_path):
+    """autograde は監視つきで採点し直す: すべての採点のセルが 0 点で、何が見つかったかを書く。validate も失敗。"""
+    course, env, log = course
+    errors = _autograded(course, student)
+    assert all(any("採点のしくみへの干渉" in x and found in x for x in v) for v in errors.values()), errors
+    assert f"ch6: {student}/ps1: 6_1_vmap: 採点のしくみへの干渉" in log, log[-3000:]
+    folder = tmp_path / "ps1"
+    shutil.copytree(course / "release" / "ps1", folder)
+    shutil.copy(course / "submitted" / student / "ps1" / "6_1_vmap.ipynb", folder / "6_1_vmap.ipynb")
+    theirs = run("nbgrader validate 6_1_vmap.ipynb", folder, env, check=False)
+    assert theirs.returncode != 0, (theirs.stdout + theirs.stderr)[-3000:]
+
+
+def test_broken_metadata_is_graded_and_stops_nobody(course):
+    """セルとノートブックのメタデータを壊した提出物: その人も（student1 の 6.1 と同じ点）クラスも止まらない。"""
+    course, _, _ = course
+    grades = _grades(course)
+    assert grades["meta"]["6_1_vmap"] == grades["student1"]["6_1_vmap"]
+
+
 def test_a_submission_from_exercises_is_recognised(course):
     course, _, log = course
     assert "ch6: exercises/ps1/6_1_vmap.ipynb: nbgrader の採点のセルがない提出物です" in log, log[-3000:]
@@ -279,9 +336,10 @@ def test_a_corrupted_file_is_named_in_both_tables(course):
     assert got[("student1", "6_1_vmap")] == (1, len(IDS["6_1_vmap"]))
     assert got[("student1", "6_3b_shard_map")] == (1, len(IDS["6_3b_shard_map"]))
     assert got[("exercises", "6_1_vmap")] == got[("deleted", "6_1_vmap")] == (1, len(IDS["6_1_vmap"]))
-    assert got[("tamper", "6_1_vmap")][0] == 1  # ch6-grade はインストールされたチェックで採点し、備考に書く
+    assert got[("tamper", "6_1_vmap")][0] == 0  # ch6-grade の監視も差し替えを見つけて 0 点、備考に書く
     tamper = next(r for r in rows if r["learner"] == "tamper")
-    assert any("置き換える" in n for n in tamper["notes"]), tamper["notes"]
+    assert tamper["notes"][0].startswith("採点のしくみへの干渉が見つかりました"), tamper
+    assert all(got[(s, "6_1_vmap")][0] == 0 for s in ATTACKS) and got[("meta", "6_1_vmap")][0] == 1, got
 
 
 def test_validate_fails_on_a_deleted_grade_cell_with_the_whole_hint(course, tmp_path):
