@@ -27,6 +27,14 @@ def test_collectives_name_the_phase():
     assert "リンクが遅い" in strategies.by_name("パイプライン並列").pays_off
 
 
+def test_expert_parallelism_pays_off_for_memory_not_for_moe():
+    """割に合う場面は「エキスパートを分割する」理由（複製すると入らない、all-to-all が安い）。
+    「パラメータを増やしても 1 トークンの計算量は変わらない」は MoE そのものの理由で、並列化の理由ではない。"""
+    pays_off = strategies.by_name("エキスパート並列").pays_off
+    assert "入らない" in pays_off and "all-to-all" in pays_off
+    assert "計算量" not in pays_off
+
+
 def test_columns_can_be_chosen_and_unknown_ones_are_refused():
     assert strategies.header(["name", "axis"]) == ["並列化", "メッシュの軸"]
     assert [r[0] for r in strategies.rows(["name"])] == [s.name for s in strategies.STRATEGIES]
