@@ -3,9 +3,12 @@
 候補の順が逆）と、許容なし、上界を見ずにメモリで決める、上界もメモリも見ずに順番で決める、見積もりを許容なしで比べる、
 メモリを見ない、片方向の帯域、すべての軸の帯域、重ねずに足す、TP の活性値を 1/n・TP の状態を 16P・活性値を 2 倍で
 数える、TP の通信を all-gather の秒や max で見積もる、FSDP の順伝播の all-gather を足す答えは、それぞれの言葉で落ちる。"""
+from pathlib import Path
+
 import pytest
 
 from ch6 import cost
+from ch6.checks.s6_7 import layout_choice
 from tests.checkhelp import boom, expect, not_done
 
 
@@ -106,8 +109,9 @@ def test_correct(fn):
 
 
 @pytest.mark.parametrize(("fn", "words"), [
-    (make(strict=True), ("容量ちょうど（相対 1e-9 以内）", "収まらない")),
-    (make(strict=True, tol=0.0), ("容量ちょうど（相対 1e-9 以内）",)),  # <= でも許容なしなら同じ誤り
+    (make(strict=True), ("許容がない", "容量ちょうど（相対 1e-9 以内）", "収まらない", "(1 + 1e-9)")),
+    # 問題文どおり「以下」（<=）と書いても、許容がなければ同じ誤り。メッセージは < を責めず、許容の欠けを言う
+    (make(strict=True, tol=0.0), ("容量との比較に相対 1e-9 の許容がない", "mem <= hbm_bytes * (1 + 1e-9)")),
     (make(tie="more_exposed"), ("上界が長い方式",)),
     (make(tie="memory"), ("上界を比べずにメモリの少ない方式",)),
     (make(tie="order"), ("上界もメモリも比べずに DP・FSDP・TP の順",)),
@@ -150,3 +154,11 @@ def test_other_wrong_answers():
 def test_not_done_and_learner_error():
     expect("6.7-5", not_done, "not_done", "まだ解答されていません")
     expect("6.7-5", boom, "error", "ZeroDivisionError")
+
+
+def test_statement_states_the_capacity_tolerance_the_check_uses():
+    # 問題文・チェック・メッセージが同じ約束を言う: 容量との比較も相対 TOL の許容つき
+    text = (Path(__file__).resolve().parents[3] / "solutions" / "6_7_cost_memory.md").read_text(encoding="utf-8")
+    statement = text[text.index("`choose_layout(model, hw, n)` を書いてください"):text.index("def choose_layout")]
+    assert layout_choice.TOL == 1e-9
+    assert "mem <= hw.hbm_bytes * (1 + 1e-9)" in statement and "容量との比較も相対 1e-9 の許容" in statement
