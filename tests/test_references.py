@@ -2,6 +2,7 @@
 
 書式（CONTRIBUTING.md の「Style」）: 番号付きの一覧で 1 行に 1 項目、番号は 1 から飛ばずに続き、
 ``N. 著者または組織「原語の題」（日本語の補足、任意）、媒体・年（任意）：<https://…>``。
+本文は項目を（参考文献 N）で引き（どの項目も少なくとも 1 度）、著者と年（「Rajbhandari ほか 2019」）では引かない。
 マークダウンの双子（.md）だけを読むので速い。
 """
 from __future__ import annotations
@@ -19,6 +20,10 @@ ENTRY = re.compile(r"(?P<n>[1-9]\d*)\. (?P<author>[^「」\s][^「」]*?)「(?P<
 CITATION = re.compile(r"参考文献\s*(\d+(?:\s*[、,〜~-]\s*\d+)*)")
 # 番号のない引き方: （参考文献）（…。参考文献）「参考文献の Flax の文書」「参考文献の 2〜8」
 UNNUMBERED = re.compile(r"参考文献[）)]|参考文献の")
+# 本文に著者と年を書く引き方: 「（Rajbhandari ほか 2019）」「Austin ほか 2025」「Milakov と Gimelshein 2018）」
+# 「Llama Team 2024）」「Dao et al. 2022」。出典は（参考文献 N）で引き、著者と年は節の項目にだけ書く
+AUTHOR_YEAR = re.compile(r"ほか[\s、,]*(?:19|20)\d\d|et al\.?,?\s*\(?(?:19|20)\d\d"
+                         r"|[A-Z][A-Za-z\-]+(?: (?:and|&|と) [A-Z][A-Za-z\-]+)?,? (?:19|20)\d\d[a-z]?[）)、]")
 
 
 def notebooks_with_references() -> list[Path]:
@@ -60,14 +65,21 @@ def cited_numbers(body: str) -> list[int]:
 
 
 def citation_problems(text: str) -> list[str]:
-    """本文の（参考文献 N）が節にある番号を指すか、番号のない引き方がないか。"""
+    """本文の（参考文献 N）が節にある番号を指すか、番号のない引き方や著者と年の引き方がないか、
+    節のどの項目も本文が少なくとも 1 度引いているか（「2〜8」の範囲も数える）。"""
     if HEADING not in text.splitlines():
-        return [f"cites 参考文献 {n} but has no {HEADING} section" for n in cited_numbers(text)]
-    body, section = split(text)
-    count = len([ln for ln in section if ln.strip()])
-    problems = [f"（参考文献 {n}） but the list has {count} entries" for n in cited_numbers(body) if not 1 <= n <= count]
+        body = text
+        problems = [f"cites 参考文献 {n} but has no {HEADING} section" for n in cited_numbers(text)]
+    else:
+        body, section = split(text)
+        count = len([ln for ln in section if ln.strip()])
+        cited = cited_numbers(body)
+        problems = [f"（参考文献 {n}） but the list has {count} entries" for n in cited if not 1 <= n <= count]
+        problems += [f"entry {n} is never cited as （参考文献 {n}）" for n in range(1, count + 1) if n not in cited]
     problems += [f"a citation without a number: …{body[max(0, m.start() - 20):m.end() + 10]}…"
                  for m in UNNUMBERED.finditer(body)]
+    problems += [f"an author-year citation in the text (cite （参考文献 N）): …{body[max(0, m.start() - 20):m.end() + 5]}…"
+                 for m in AUTHOR_YEAR.finditer(body)]
     return problems
 
 
@@ -137,6 +149,25 @@ def test_a_gap_in_the_numbers_fails():
 ])
 def test_a_wrong_citation_fails(old, new):
     assert citation_problems(GOOD.replace(old, new)) != []
+
+
+@pytest.mark.parametrize("text", [
+    "ZeRO（Rajbhandari ほか 2019）の 3 つの段",
+    "スケーリングブック（\"How to Scale Your Model\"、Austin ほか 2025）",
+    "GShard（Lepikhin ほか 2020、参考文献 2）",
+    "オンラインソフトマックス（online softmax、Milakov と Gimelshein 2018）",
+    "（Llama 3 の学習、Llama Team 2024）",
+    "FlashAttention (Dao et al. 2022)",
+    "Yu ほかの Orca（OSDI 2022、参考文献 2）",
+])
+def test_an_author_year_citation_fails(text):
+    assert citation_problems(GOOD.replace("本文です（参考文献 2）。", f"本文です{text}（参考文献 2）。")) != []
+
+
+def test_an_entry_nobody_cites_fails():
+    assert citation_problems(GOOD.replace("範囲も引けます（参考文献 1〜2）。", "")) != []   # 1 はどこからも引かれない
+    assert citation_problems(GOOD.replace("本文です（参考文献 2）。", "")) == []            # 2 は範囲 1〜2 で引かれる
+    assert citation_problems("# 題\n\nJAX 0.10.2 と TPU v5e、2025 年に測りました。\n") == []  # 版と年だけなら引用ではない
 
 
 def test_a_citation_without_a_section_fails():
