@@ -24,7 +24,7 @@ EXERCISE_DEVICE_COUNTS ?= 3
 # チェックの単体テスト（tests/checks/s6_N/）は make test に入れず、ここで 8 を含む各数で（make test を 2 コアで 5 分に収めるため）
 CHECK_DEVICE_COUNTS ?= 1 2 3 4 8
 
-.PHONY: setup lab depends test test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab depends test test-integration test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -47,7 +47,12 @@ lab: $(STAMP)
 # make test-devices が 1, 2, 3, 4, 8 デバイスで）は別の段: make test を 2 コアで 5 分以内に保つため
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval -m "not mutation and not section"
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval -m "not mutation and not section and not integration"
+
+# 通しのテスト（conftest.py の INTEGRATION_MODULES / INTEGRATION_TESTS: クラスの採点と監視、2 プロセス、意地悪な値、
+# 保存と再開、学習者版のカーネル）と、演習ノートブック（空欄のまま）の厳密な nbval
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval -m integration
 
 # 全解答の全変異体でチェックを試し、スコア（95% 以上）と生き残りを表示する（tests/tools/test_mutate.py、8 模擬デバイス）。
 # 8 で見抜いた変異体は 3 と 1 模擬デバイスでも試す（数ごとに 1 プロセス、2 つを並べて）
@@ -166,10 +171,10 @@ test-site: $(STAMP)
 
 .PHONY: site test-site
 
-# CI が行うこと（.ci/run と同じ 9 段）: make test、全チェックのミューテーション（test-mutation）、デバイス数（test-devices）、
+# CI が行うこと（.ci/run と同じ 10 段）: make test、通しのテスト（test-integration）、全チェックのミューテーション（test-mutation）、デバイス数（test-devices）、
 # 命令セット（test-isa）、最も古い JAX（test-min）、wheel だけ（test-wheel）、古い JAX の Colab（test-stale）、
 # 本物の nbgrader（test-nbgrader）、ブラウザでのサイト（test-site）
-ci: test test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
+ci: test test-integration test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader test-site
 
 # 学習者版（解答なし）を作る: build/learner/ch6-learner/ とその .zip・.tar.gz（tools/learner_edition.py）。
 # OUT=フォルダで書き出し先、GIT=1 で学習者版のフォルダを履歴のない git リポジトリ（main、1 コミット）にする。

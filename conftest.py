@@ -24,6 +24,11 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
               "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades")
+# 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
+# カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
+# （make test を 2 コアで 5 分に収めるため）
+INTEGRATION_MODULES = ("test_grade", "test_guard", "test_multihost", "test_hostile", "test_capstone")
+INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",)
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",
@@ -37,6 +42,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if name in MUTATION_TESTS:
             item.add_marker(pytest.mark.mutation)
+        top = item.path.relative_to(config.rootpath).parts[:1] if item.path.is_relative_to(config.rootpath) else ()
+        if item.path.stem in INTEGRATION_MODULES or name in INTEGRATION_TESTS or top == ("exercises",):
+            item.add_marker(pytest.mark.integration)
         # tests/checks/s6_N/: 節ごとのチェックの単体テスト（JAX のコンパイルが多い）。make quick は SECTION= の節だけ
         parts = item.path.relative_to(config.rootpath).parts if item.path.is_relative_to(config.rootpath) else ()
         if parts[:2] == ("tests", "checks") and len(parts) > 3 and parts[2].startswith("s6_"):
@@ -45,6 +53,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts kernels or processes, or runs every mutant (make quick skips it)")
+    config.addinivalue_line("markers", "integration: end-to-end tests that start kernels or processes (make test-integration)")
     config.addinivalue_line("markers", "section: a check section's unit tests (make quick runs only SECTION=s6_N)")
     config.addinivalue_line("markers", "mutation: the mutation score of every check (make test-mutation, not make test)")
     devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
