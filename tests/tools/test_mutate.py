@@ -271,8 +271,6 @@ def test_mutation_score(outcomes_at_8, record_property):
 
 
 @at_8_devices
-@pytest.mark.xfail(strict=False, reason="issue 39: survivors at 1 device in 6.2/6.3b/6.10-3 whose notes do not yet use "
-                   "ch6.checking.cannot_tell's wording; the report still lists every survivor")
 def test_mutants_killed_at_8_devices_are_killed_at_3_and_1(outcomes_at_8, record_property):
     """8 デバイスで見抜いた変異体を、3 と 1 デバイス（1 つの数に 1 プロセス）でもう一度チェックに通す。生き残って
     よいのは、そのときの ✅ の行がその数では確かめられないと断るもの（ch6.checking.cannot_tell の句）か、

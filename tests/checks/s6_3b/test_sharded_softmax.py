@@ -96,3 +96,20 @@ def test_softmax_pmean_of_block_maxima_overflows_on_wide_rows():
     assert_fail(res, "300 前後", "pmax", "inf")
     assert "本当の最大値" in res.message
     assert_fail(run("6.3b-4", softmax_row_mean), "300 前後")
+
+
+def test_pmean_for_the_denominator_is_rejected_or_said_to_be_unknowable():
+    """分母の和を lax.pmean で取る誤り: 2 デバイス以上では不正解、1 デバイスでは ✅ の行が見分けられないと言う。"""
+    from ch6.checking import CANNOT_TELL
+    from tests.checkhelp import N
+
+    def pmean_denominator(block):
+        m = lax.pmax(jnp.max(block, axis=1, keepdims=True), "x")
+        e = jnp.exp(block - m)
+        return e / lax.pmean(jnp.sum(e, axis=1, keepdims=True), "x")
+    r = run("6.3b-4", pmean_denominator)
+    if N == 1:
+        assert r.status == "pass" and CANNOT_TELL in r.message and "lax.pmean" in r.message, r.message
+    else:
+        assert r.status == "fail", r.message
+    assert (CANNOT_TELL in run("6.3b-4", sharded_softmax).message) == (N == 1)
