@@ -287,8 +287,9 @@ def changed_files() -> set[str]:
 
 
 def expected_outputs(name: str) -> set[str]:
-    """この手順が書いてよいファイル: 実行したノートブックとその双子、演習ノートブック、採点データ、手引きの時間の表。"""
-    out = {"ch6/grading/exercises.json", f"exercises/{name}.ipynb", "docs/workshop.md"}
+    """この手順が書いてよいファイル: 実行したノートブックとその双子、演習ノートブック、採点データ、手引きの時間の表、
+    実行の記録（tools/executed_inputs.json: 実行したノートブックの入力のハッシュ）。"""
+    out = {"ch6/grading/exercises.json", f"exercises/{name}.ipynb", "docs/workshop.md", "tools/executed_inputs.json"}
     for folder in ("notebooks", "solutions"):
         out |= {f"{folder}/{name}{suffix}" for suffix in (".ipynb", ".md", ".outputs.txt")}
     return out

@@ -98,7 +98,7 @@ def test_exercise_runs_what_a_submission_is_judged_by():
 def test_the_recipe_may_write_only_the_notebook_its_twins_and_the_grading_data():
     allowed = recipe.expected_outputs("6_2_pmap")
     assert {"solutions/6_2_pmap.outputs.txt", "notebooks/6_2_pmap.md", "exercises/6_2_pmap.ipynb",
-            "ch6/grading/exercises.json"} <= allowed
+            "ch6/grading/exercises.json", "tools/executed_inputs.json", "docs/workshop.md"} <= allowed
     assert "notebooks/6_1_vmap.ipynb" not in allowed and "tools/mutants_equivalent.txt" not in allowed
 
 
