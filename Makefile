@@ -43,7 +43,7 @@ lab: $(STAMP)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
-# lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 全ノートブックを nbval（厳密）で、8 模擬デバイスで。
+# lint（ruff）+ 単体テスト + 一貫性テスト（演習と解答の同期など）+ 本編と解答を nbval（厳密）で、8 模擬デバイスで。
 # 全チェックのミューテーションのスコア（make test-mutation）と、節ごとのチェックの単体テスト（tests/checks/s6_N/、
 # make test-devices が 1, 3, 4, 8 デバイスで）は別の段: make test を 2 コアで 5 分以内に保つため
 test: $(STAMP)
