@@ -74,8 +74,8 @@ def _check_scale(q, scale, w) -> None:
 
 
 def _divides_by_zero(fn, w) -> bool:
-    """すべて 0 の列で 0 を 0 で割る（NaN を作ってから消す）答えか。jit を外して 1 演算ずつ NaN を調べ、NumPy の
-    0 除算も例外にする（NaN を int8 にした値は CPU では 0 でも、ほかのバックエンドでは決まらない）。"""
+    """すべて 0 の列で 0 を 0 で割る（NaN を作ってから消す、jnp.where で後から捨てる）答えか。jit を外して 1 演算ずつ
+    NaN を調べ、NumPy の 0 除算も例外にする（NaN を int8 にした値は CPU では 0 でも、ほかのバックエンドでは決まらない）。"""
     import jax
 
     try:
@@ -109,6 +109,6 @@ def check_quantize(fn):
             raise Fail("q·scale と w の差が scale/2 を超える要素があります。切り捨て（floor や astype だけ）ではなく、"
                        "jnp.round で最も近い整数に丸めます。")
     if _divides_by_zero(fn, w):
-        raise Fail("値は合っていますが、すべて 0 の列で 0 を 0 で割って NaN を作っています（NaN を int8 にした値は"
-                   "環境で変わります）。割る前に、その列の scale を 1 などの正の数にします。")
+        raise Fail("すべて 0 の列で 0 を 0 で割っています（NaN）。jnp.where で後から選んでも割り算はするので、"
+                   "割る前にその列の scale を 1 などの正の数にします。")
     return "隠しの行列 2 つ（外れ値の列、すべて 0 の列を含む）で、列ごとのスケールと丸めの誤差が範囲内でした。"
