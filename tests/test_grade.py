@@ -28,6 +28,7 @@ import pytest
 from ch6 import grade
 from ch6.grading import cli, exercises
 from ch6.grading.model import ExerciseResult, Row
+from tests.grading.attacks import THREAD_SWAP
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "6_1_vmap.ipynb"
@@ -284,17 +285,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     exp["ikeda"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("ch6._core.run_check", "builtins.round"))
     # 3. 採点の最中も生きているスレッドが、読み込み直した ch6._core の run_check を「いつも正解」に替える
     nb = copy.deepcopy(ex)
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "import sys, threading, time\n"
-        "def swap():\n"
-        "    while True:\n"
-        "        core = sys.modules.get('ch6._core')\n"
-        "        if core is not None and getattr(core.run_check, '__name__', '') != 'always':\n"
-        "            def always(eid, fn, core=core):\n"
-        "                return core.Result(eid, core.Status.PASS, 'ok')\n"
-        "            core.run_check = always\n"
-        "        time.sleep(0.001)\n"
-        "threading.Thread(target=swap, daemon=True).start()"))
+    nb.cells.append(nbformat.v4.new_code_cell(THREAD_SWAP))
     save_notebook(nb, folder / "ueno_6_1_vmap.ipynb")
     exp["ueno"] = dict(marks="⚠️" * N, score=0, notes=None, flagged=("swap",))
     # 4. インストールされた ch6.checks から参照の答えを読み込んで返す（答えは正しいので、監視がなければ正解）

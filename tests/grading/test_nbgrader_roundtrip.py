@@ -34,6 +34,7 @@ import pytest
 
 from ch6.grading import nbgrader as edition
 from ch6.grading.exercises import packaged
+from tests.grading.attacks import THREAD_SWAP
 
 if os.environ.get("CH6_NBGRADER") != "1":
     pytest.importorskip("nbgrader", reason="nbgrader は make test-nbgrader の環境（.venv-nbgrader）にだけ入れます")
@@ -53,16 +54,7 @@ ATTACKS = {
              "ok=True, line='')",
     "strings": "m = getattr(__import__('sy' + 's'), 'mod' + 'ules')\n__import__('ch6._core')\n"
                "setattr(m['ch6.' + '_core'], 'run_' + 'check', lambda i, f: m['ch6._core'].Result(i, 'pass', 'ok'))",
-    "thread": "import sys, threading, time\n"
-              "def swap():\n"
-              "    while True:\n"
-              "        core = sys.modules.get('ch6._core')\n"
-              "        if core is not None and getattr(core.run_check, '__name__', '') != 'always':\n"
-              "            def always(eid, fn, core=core):\n"
-              "                return core.Result(eid, core.Status.PASS, 'ok')\n"
-              "            core.run_check = always\n"
-              "        time.sleep(0.001)\n"
-              "threading.Thread(target=swap, daemon=True).start()",
+    "thread": THREAD_SWAP,
     "reference": "from ch6.checks.s6_1.ensemble_sgd_step import _sgd_reference",
 }
 DEVICES = "2"
