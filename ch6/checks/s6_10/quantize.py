@@ -74,12 +74,12 @@ def _check_scale(q, scale, w) -> None:
 
 
 def _divides_by_zero(fn, w) -> bool:
-    """すべて 0 の列で 0 を 0 で割る（NaN を作ってから消す、jnp.where で後から捨てる）答えか。jit を外して 1 演算ずつ
-    NaN を調べ、NumPy の 0 除算も例外にする（NaN を int8 にした値は CPU では 0 でも、ほかのバックエンドでは決まらない）。"""
+    """すべて 0 の列で 0 で割る（0/0 の NaN や x/0 の inf を作ってから消す、jnp.where で後から捨てる）答えか。jit を外して
+    1 演算ずつ NaN と inf を調べ、NumPy の 0 除算も例外にする（NaN を int8 にした値は CPU では 0 でも、ほかでは決まらない）。"""
     import jax
 
     try:
-        with jax.disable_jit(), jax.debug_nans(True), np.errstate(divide="raise", invalid="raise"):
+        with jax.disable_jit(), jax.debug_nans(True), jax.debug_infs(True), np.errstate(divide="raise", invalid="raise"):
             call(fn, w.copy())
     except LearnerError as err:
         return isinstance(err.exc, FloatingPointError)
@@ -109,6 +109,6 @@ def check_quantize(fn):
             raise Fail("q·scale と w の差が scale/2 を超える要素があります。切り捨て（floor や astype だけ）ではなく、"
                        "jnp.round で最も近い整数に丸めます。")
     if _divides_by_zero(fn, w):
-        raise Fail("すべて 0 の列で 0 を 0 で割っています（NaN）。jnp.where で後から選んでも割り算はするので、"
+        raise Fail("すべて 0 の列で 0 で割っています（NaN か inf）。jnp.where で後から選んでも割り算はするので、"
                    "割る前にその列の scale を 1 などの正の数にします。")
     return "隠しの行列 2 つ（外れ値の列、すべて 0 の列を含む）で、列ごとのスケールと丸めの誤差が範囲内でした。"

@@ -101,5 +101,10 @@ def test_dividing_zero_by_zero_then_repairing_is_named():
         amax = jnp.max(jnp.abs(w), axis=0)
         q = jnp.where(amax > 0, jnp.round(w / (amax / 127)), 0)
         return q.astype(jnp.int8), jnp.where(amax > 0, amax / 127, 1.0).astype(jnp.float32)
-    for fn in (repaired, jax.jit(repaired), numpy_nan_to_num, where_guard, jax.jit(where_guard)):
-        expect(EX, fn, Status.FAIL, "0 を 0 で割っています（NaN）", "jnp.where で後から選んでも割り算はする")
+    def inverse_guard(w, xp=jnp):  # 127 / 0 = inf を jnp.where で捨てる（0/0 ではないが 0 で割る）
+        amax = xp.max(xp.abs(w), axis=0)
+        inv = xp.where(amax > 0, 127 / amax, 0)
+        return xp.round(w * inv).astype(xp.int8), xp.where(amax > 0, amax / 127, 1.0).astype(xp.float32)
+    for fn in (repaired, jax.jit(repaired), numpy_nan_to_num, where_guard, jax.jit(where_guard), inverse_guard,
+               lambda w: inverse_guard(w, np)):
+        expect(EX, fn, Status.FAIL, "0 で割っています（NaN か inf）", "jnp.where で後から選んでも割り算はする")
