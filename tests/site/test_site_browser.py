@@ -650,8 +650,27 @@ def duplicate_problems(site: Site, items: list[dict]) -> list[str]:
     return [f"{DUPLICATE_RESULT}: {page}（{pages.count(page)} 回）" for page in sorted(set(pages)) if pages.count(page) > 1]
 
 
-# 抜き出しに出てはいけないテーマの部品の文字
+# 抜き出しに出てはいけないテーマの部品の文字。本文にも出る語（「モデルのコピー」）があるので、
+# 抜き出しが本文の 1 つの段落（や項目・表のます）の一部なら、テーマの部品ではありません
 CHROME_WORDS = ["System Settings", "システムの設定", "ライト", "ダーク", "目次", "このページの内容", "コピー", "Ctrl", "印刷・PDF"]
+
+PROSE_OF_PAGE_JS = """(async (href, core) => {
+    const html = await (await fetch(href)).text();
+    const doc = new DOMParser().parseFromString(html, "text/html");
+    const article = doc.querySelector("article.bd-article") || doc.querySelector("article");
+    if (!article) return false;
+    article.querySelectorAll(".headerlink, script, style, .course-links, .toctree-wrapper, mjx-assistive-mml, .course-copy")
+        .forEach((el) => el.remove());
+    return [...article.querySelectorAll("p, li, dd, dt, td, th, figcaption")]
+        .some((el) => el.textContent.replace(/\\s+/g, " ").trim().includes(core));
+})"""
+
+
+def snippet_is_prose(site: Site, item: dict) -> bool:
+    """抜き出し（前後の「…」を除く）が、そのページの本文の 1 つの要素の文の一部か。"""
+    core = item["snippet"].strip().removeprefix("…").removesuffix("…").strip()
+    href = item["href"].split("#")[0]
+    return bool(site.page.evaluate(f"{PROSE_OF_PAGE_JS}({json.dumps(href)}, {json.dumps(core)})"))
 
 
 def search_problems(site: Site, word: str) -> list[str]:
@@ -668,7 +687,7 @@ def search_problems(site: Site, word: str) -> list[str]:
     names = [word.lower(), *[ja for ja, en in course_site.synonyms().items() if word.lower() in en]]
     for item in items:
         chrome = [c for c in CHROME_WORDS if c in item["snippet"]]
-        if chrome:
+        if chrome and not snippet_is_prose(site, item):
             problems.append(f"{CHROME_SNIPPET} {chrome}: {item}")
         if not any(n in item["snippet"].lower() for n in names):
             problems.append(f"抜き出しに「{word}」がない: {item}")
