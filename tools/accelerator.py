@@ -4,6 +4,7 @@
     python tools/accelerator.py                       # all lessons and solutions, JAX_PLATFORMS unset
     python tools/accelerator.py notebooks/6_7_cost_memory.ipynb --out build/accelerator
     python tools/accelerator.py --record docs/accelerator.md   # also write the result page (date, chip, JAX)
+    python tools/accelerator.py --combine run1 run2 --record docs/accelerator.md   # one page from several runs
     make test-accelerator                             # the same, from the project's venv
 
 Jupyter kernels need TCP sockets, which some accelerator machines forbid, so the cells run in-process in IPython's
@@ -204,7 +205,8 @@ MODES = {
 TITLE = """# The accelerator leg: its last result
 
 Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator RECORD=1`); do not edit.
-Each mode's section is replaced by the last run in that mode.
+Each mode's section is replaced by the last run in that mode (one run, or several runs of one day combined
+with `--combine`, when the notebooks do not fit one call of the machine).
 """
 
 
@@ -255,12 +257,45 @@ def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def combine(folders: list[Path]) -> tuple[dict, list[dict], list[tuple[str, str]]]:
+    """The runs written to several --out folders (records.json, run.json) as one run: they must share the chip,
+    the JAX, the mode and the day; a notebook run twice keeps its last record."""
+    envs, records, skipped = [], {}, {}
+    for folder in folders:
+        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        envs.append(run["env"])
+        skipped.update(dict(run["skipped"]))
+        for rec in json.loads((folder / "records.json").read_text(encoding="utf-8")):
+            records[rec["notebook"]] = rec
+    keys = ("date", "jax", "python", "backend", "device_kind", "device_count", "cpu_devices", "mode")
+    for env in envs[1:]:
+        differ = [k for k in keys if env[k] != envs[0][k]]
+        if differ:
+            raise SystemExit(f"runs differ in {differ}: {envs[0]} vs {env}")
+    order = sorted(records, key=lambda n: (not n.startswith("notebooks/"), n))
+    return envs[0], [records[n] for n in order], sorted(skipped.items())
+
+
+def write_record(target: Path, env: dict, text: str) -> None:
+    old = target.read_text(encoding="utf-8") if target.exists() else ""
+    target.write_text(merge(old, env["mode"], text), encoding="utf-8")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", help="notebooks (default: notebooks/ and solutions/)")
     ap.add_argument("--out", default=str(ROOT / "build" / "accelerator"), help="folder for records.json")
     ap.add_argument("--record", help="also write the result page here (e.g. docs/accelerator.md)")
+    ap.add_argument("--combine", nargs="+", metavar="OUT",
+                    help="run nothing: write the page from these runs' --out folders (with --record)")
     args = ap.parse_args(argv)
+    if args.combine:
+        env, records, skipped = combine([Path(f) for f in args.combine])
+        text = page(env, records, skipped)
+        print(text)
+        if args.record:
+            write_record(Path(args.record), env, text)
+        return 0
     os.environ.pop("JAX_PLATFORMS", None)  # whatever accelerator JAX finds
     os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.path.insert(0, str(ROOT))
@@ -279,10 +314,9 @@ def main(argv=None) -> int:
     env = environment()
     text = page(env, records, skipped)
     (out / "accelerator.md").write_text(text, encoding="utf-8")
+    (out / "run.json").write_text(json.dumps({"env": env, "skipped": skipped}, ensure_ascii=False), encoding="utf-8")
     if args.record:
-        target = Path(args.record)
-        old = target.read_text(encoding="utf-8") if target.exists() else ""
-        target.write_text(merge(old, env["mode"], text), encoding="utf-8")
+        write_record(Path(args.record), env, text)
     errors = sum(len(r["errors"]) for r in records)
     fails = sum(FAIL in c for r in records for c in r["checks"] if r["notebook"].startswith("solutions/"))
     print(f"== {env['device_kind']} × {env['device_count']}, JAX {env['jax']}: {len(records)} notebooks, "

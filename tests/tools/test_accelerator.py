@@ -52,3 +52,48 @@ def test_the_record_keeps_one_section_per_mode():
     assert page.startswith(leg.TITLE)
     assert "chip" in page and "second" in page and "first" not in page
     assert page.count("<!-- mode: auto -->") == 1
+
+
+def _load_leg():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accelerator", ROOT / "tools" / "accelerator.py")
+    leg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(leg)
+    return leg
+
+
+def _run_folder(folder: Path, env: dict, records: list[dict], skipped=()) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "records.json").write_text(json.dumps(records))
+    (folder / "run.json").write_text(json.dumps({"env": env, "skipped": list(skipped)}))
+    return folder
+
+
+def test_runs_of_several_calls_make_one_section(tmp_path):
+    """Lessons in one call of the machine and solutions in another: one section, lessons first, totals over both;
+    runs on another JAX (or chip, mode, day) are refused rather than mixed."""
+    leg = _load_leg()
+    env = {"date": "2026-12-06", "jax": "0.10.2", "python": "3.11.7", "backend": "tpu", "device_kind": "TPU v5 lite",
+           "device_count": 1, "cpu_devices": 8, "mode": "accelerator"}
+
+    def rec(name, checks=(), errors=()):
+        return {"notebook": name, "seconds": 1.0, "cells": [0.1], "errors": list(errors), "checks": list(checks),
+                "measures": []}
+
+    a = _run_folder(tmp_path / "a", env, [rec("solutions/6_1_vmap.ipynb", ["✅ 6.1-1"])])
+    b = _run_folder(tmp_path / "b", env, [rec("notebooks/6_1_vmap.ipynb"), rec("solutions/6_2_pmap.ipynb", ["❌ 6.2-1"])],
+                    [("notebooks/6_6_multihost.ipynb", "needs TCP")])
+    target = tmp_path / "accelerator.md"
+    assert leg.main(["--combine", str(a), str(b), "--record", str(target)]) == 0
+    text = target.read_text()
+    rows = [line.split(" | ")[0].lstrip("| ") for line in text.splitlines() if line.startswith("| notebooks/")
+            or line.startswith("| solutions/")]
+    assert rows == ["notebooks/6_1_vmap.ipynb", "solutions/6_1_vmap.ipynb", "solutions/6_2_pmap.ipynb",
+                    "notebooks/6_6_multihost.ipynb"]
+    assert "Unexpected errors: 0. Checks answering ❌: 1." in text and "- ❌ 6.2-1" in text
+    c = _run_folder(tmp_path / "c", {**env, "jax": "0.12.0.1"}, [rec("notebooks/6_2_pmap.ipynb")])
+    import pytest
+
+    with pytest.raises(SystemExit, match="jax"):
+        leg.main(["--combine", str(a), str(c)])
