@@ -147,3 +147,85 @@ def collective_ops(hlo_text: str) -> list[Collective]:
 def collective_report(f: Callable, *args, **kwargs) -> list[Collective]:
     """f をコンパイルして、HLO の集団通信を Collective のリストで返す。"""
     return collective_ops(compiled_text(f, *args, **kwargs))
+
+
+# ---------------------------------------------------------------- 量子化した重みを戻す場所
+#
+# int8 の重みを行列積の前に bf16 に戻す（dequantize）とき、コンパイラは戻す演算を行列積と同じ融合に入れる
+# （HBM からは int8 を 1 回読むだけ）か、別の融合で bf16 の配列を作って HBM に書き、行列積がそれを読み直すかを選びます。
+# 後者は、1 要素あたり int8 の 1 バイトを読み、bf16 の 2 バイトを書き、2 バイトを読み直します（計 5 バイト）。
+
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*\{$")
+_INSTR = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (\S+?)\[([\d,]*)\]\S* (\w[\w\-]*)\((.*?)\)(?:, |$)(.*)$")
+_CALLS = re.compile(r"calls=%([\w.\-]+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dequantized:
+    """行列積の外で、int8 の引数から作った浮動小数の配列（HBM に書かれる）。"""
+
+    parameter: str   # ENTRY の引数の名前（重み）
+    fusion: str      # それを作る融合の名前
+    dtype: str       # 作った配列の型（bf16 など）
+    elements: int    # 要素の数（引数と同じ）
+
+    @property
+    def extra_bytes(self) -> int:
+        """融合で戻した場合より多く HBM とやり取りするバイト（書いて読み直す分）。"""
+        return 2 * self.elements * _dtype_bytes(self.dtype)
+
+
+def _computations(hlo_text: str) -> dict[str, list[str]]:
+    comps, name, entry = {}, None, None
+    for line in hlo_text.splitlines():
+        m = _COMPUTATION.match(line)
+        if m:
+            name = m.group(1)
+            comps[name] = []
+            if line.startswith("ENTRY"):
+                entry = name
+        elif line.startswith("}"):
+            name = None
+        elif name is not None:
+            comps[name].append(line)
+    comps["__entry__"] = comps.get(entry, [])
+    return comps
+
+
+def _has_matmul(comps: dict[str, list[str]], name: str, seen: set | None = None) -> bool:
+    seen = set() if seen is None else seen
+    if name in seen:
+        return False
+    seen.add(name)
+    for line in comps.get(name, []):
+        m = _INSTR.match(line)
+        if m and m.group(4) in ("dot", "convolution"):
+            return True
+        if any(_has_matmul(comps, c, seen) for c in _CALLS.findall(line)):
+            return True
+    return False
+
+
+def dequantized_outside_matmul(hlo_text: str) -> list[Dequantized]:
+    """最適化後の HLO（``compiled.as_text()``）で、int8 の引数を行列積のない融合が同じ要素数の浮動小数の配列に
+    戻しているもの（戻した重みを HBM に書き、行列積が読み直す）。行列積と同じ融合で戻す重みは入りません。"""
+    comps = _computations(hlo_text)
+    params = {}
+    for line in comps["__entry__"]:
+        m = _INSTR.match(line)
+        if m and m.group(2) == "s8" and m.group(4) == "parameter":
+            params[m.group(1)] = math.prod(int(d) for d in m.group(3).split(",") if d)
+    found = []
+    for line in comps["__entry__"]:
+        m = _INSTR.match(line)
+        if not m or m.group(4) != "fusion" or m.group(2) not in ("bf16", "f16", "f32"):
+            continue
+        name, dtype, dims, _, operands, rest = m.groups()
+        elements = math.prod(int(d) for d in dims.split(",") if d)
+        calls = _CALLS.findall(rest)
+        if any(_has_matmul(comps, c) for c in calls):
+            continue
+        for op in re.findall(r"%([\w.\-]+)", operands):
+            if params.get(op) == elements:
+                found.append(Dequantized(op, name, dtype, elements))
+    return found

@@ -140,3 +140,72 @@ def test_traffic_formulas():
     assert Collective("all-to-all", ((8,),), "f32", 32, 4).traffic == pytest.approx(24)
     assert Collective("collective-permute", ((8,),), "f32", 32, None).traffic == 32
     assert Collective("all-reduce", ((8,),), "f32", 32, 1).traffic == 0
+
+
+# TPU v5e（JAX 0.10.2）で 6.10 の int8 のデコードをコンパイルした HLO を縮めたもの：wq は行列積のない融合で
+# bf16 に戻され（HBM に書かれる）、w_in は行列積の融合の中で戻される
+TPU_INT8_HLO = """\
+HloModule jit__lambda_
+
+%copy_fusion.2 (param_0: s8[2048,32,128]) -> s8[2048,32,128] {
+  %param_0 = s8[2048,32,128]{2,1,0:T(32,128)(4,1)} parameter(0)
+  ROOT %copy.1 = s8[2048,32,128]{2,1,0:T(8,128)(4,1)} copy(%param_0)
+}
+
+%fused_computation.225 (param_0.685: s8[2048,32,128], param_1.690: f32[32,128]) -> bf16[2048,32,128] {
+  %param_0.685 = s8[2048,32,128]{2,1,0:T(32,128)(4,1)} parameter(0)
+  %fusion.955 = s8[2048,32,128]{2,1,0:T(8,128)(4,1)} fusion(%param_0.685), kind=kLoop, calls=%copy_fusion.2
+  %convert_element_type.516 = f32[2048,32,128]{2,1,0:T(8,128)} convert(%fusion.955)
+  %param_1.690 = f32[32,128]{1,0:T(8,128)S(1)} parameter(1)
+  %mul.404 = f32[2048,32,128]{2,1,0:T(8,128)} broadcast(%param_1.690), dimensions={1,2}
+  %mul.303 = f32[2048,32,128]{2,1,0:T(8,128)} multiply(%convert_element_type.516, %mul.404)
+  ROOT %convert_element_type.515 = bf16[2048,32,128]{2,1,0:T(8,128)(2,1)} convert(%mul.303)
+}
+
+%inner_dot (p0: bf16[4,2048], p1: s8[2048,8192]) -> bf16[4,8192] {
+  %p0 = bf16[4,2048]{1,0} parameter(0)
+  %p1 = s8[2048,8192]{1,0:T(32,128)(4,1)} parameter(1)
+  %c = bf16[2048,8192]{1,0} convert(%p1)
+  ROOT %dot.1 = bf16[4,8192]{1,0} dot(%p0, %c), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_computation.672 (p0: bf16[4,2048], p1: s8[2048,8192]) -> bf16[2048,8192] {
+  %p0 = bf16[4,2048]{1,0} parameter(0)
+  %p1 = s8[2048,8192]{1,0} parameter(1)
+  ROOT %f = bf16[2048,8192]{1,0} fusion(%p0, %p1), kind=kOutput, calls=%inner_dot
+}
+
+ENTRY %main.111 (wq: s8[2048,32,128], wq_scale: f32[1,32,128], w_in: s8[2048,8192], x: bf16[4,2048]) -> bf16[4,8192] {
+  %wq = s8[2048,32,128]{2,1,0:T(32,128)(4,1)} parameter(0), metadata={op_name="qp['blocks'][0]['wq']['q']"}
+  %wq_scale = f32[1,32,128]{2,1,0} parameter(1)
+  %bitcast.989 = f32[32,128]{1,0} bitcast(%wq_scale)
+  %w_in = s8[2048,8192]{1,0:T(32,128)(4,1)} parameter(2)
+  %x = bf16[4,2048]{1,0} parameter(3)
+  %multiply_convert_fusion.93 = bf16[2048,32,128]{2,1,0:T(8,128)(2,1)} fusion(%wq, %bitcast.989), kind=kLoop, calls=%fused_computation.225, metadata={op_name="jit(<lambda>)/convert_element_type"}
+  ROOT %convert_reduce_fusion.22 = bf16[2048,8192]{1,0} fusion(%x, %w_in), kind=kOutput, calls=%fused_computation.672
+}
+"""
+
+
+def test_dequantized_outside_matmul_finds_the_weight_written_back_in_bf16():
+    from ch6.hlo import Dequantized, dequantized_outside_matmul
+
+    found = dequantized_outside_matmul(TPU_INT8_HLO)
+    assert found == [Dequantized("wq", "multiply_convert_fusion.93", "bf16", 2048 * 32 * 128)]
+    assert found[0].extra_bytes == 2 * 2 * 2048 * 32 * 128   # bf16 を書いて、読み直す
+    # 戻す演算が行列積の融合に入れば（または int8 の引数がなければ）、何も見つからない
+    fused = TPU_INT8_HLO.replace("calls=%fused_computation.225", "calls=%fused_computation.672")
+    assert dequantized_outside_matmul(fused) == []
+    assert dequantized_outside_matmul(TPU_INT8_HLO.replace("s8[", "bf16[")) == []
+
+
+def test_dequantized_outside_matmul_on_this_backend():
+    """この（CPU の）バックエンドでコンパイルした本物の HLO でも、例外なく読めて、行列積の融合の中の戻しは数えない。"""
+    from ch6.hlo import dequantized_outside_matmul
+
+    q = jnp.ones((64, 128), jnp.int8)
+    s = jnp.full((1, 128), 0.5, jnp.float32)
+    x = jnp.ones((4, 64), jnp.bfloat16)
+    text = compiled_text(lambda q, s, x: x @ (q.astype(jnp.float32) * s).astype(jnp.bfloat16), q, s, x)
+    found = dequantized_outside_matmul(text)
+    assert all(d.parameter and d.elements == 64 * 128 for d in found)
