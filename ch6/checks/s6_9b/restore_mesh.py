@@ -128,7 +128,7 @@ def check_restore_before_spike(fn):
         directory = Path(tmp) / "ckpt"
         shutil.copytree(source, directory)
         for m, spike in cases:
-            devices = jax.devices()[:m]
+            devices = jax.devices()[-m:]   # 後ろの m 個: jax.devices()[:m] のメッシュとは別のデバイス
             where = f"デバイス {m} 個のメッシュ"
             best = max(s for s in saved if s < spike)
             try:
@@ -173,6 +173,9 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
         raise Fail(f"{where}: データの位置の 'position' は整数で返します。実際は {type(position).__name__} の"
                    f" {position!r} でした。")
+    if not isinstance(position, int):
+        raise Fail(f"{where}: データの位置の 'position' が Python の int ではなく {type(position).__name__} でした。"
+                   "この辞書は次の保存で JSON（ocp.args.JsonSave）に書くので、int(…) で Python の int にします。")
     position = int(position)
     at = f"{where}（spike = {spike}）"
     if step == spike:
@@ -192,12 +195,24 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
                    "変えるのは 'position' だけです。")
     skipped = f"ステップ {spike}" if step + 1 == spike else f"ステップ {step + 1}〜{spike}"
     if position == step:
-        raise Fail(f"{at}: データの位置が {position} で、戻したステップ {step} に保存した位置と同じです（跳ねたバッチを"
+        also = "（spike − 1 とも同じ数です）" if position == spike - 1 else ""
+        raise Fail(f"{at}: データの位置が {position} で、戻したステップ {step} に保存した位置と同じです{also}（跳ねたバッチを"
                    f"もう一度読みます）。跳ねる前のバッチ（{skipped} に使ったもの）を飛ばすので、'position' は spike"
                    f"（{spike}）にします。")
+    if position == spike - 1:
+        raise Fail(f"{at}: データの位置が spike − 1（{position}）でした。これは跳ねたステップ {spike} が使ったバッチの番号で、"
+                   f"再開するとそのバッチをもう一度読みます。位置はそれまでに使ったバッチの数なので、{skipped} のバッチを"
+                   f"飛ばすと {spike} です。")
     if position != spike:
         raise Fail(f"{at}: データの位置が {position} でした（位置はそれまでに使ったバッチの数で、ステップ s は位置 s − 1 の"
                    f"バッチを使います）。{skipped} のバッチを飛ばすと、位置は {spike} です。")
+
+
+def _ids(devices) -> str:
+    ids = [d.id for d in devices]
+    if isinstance(devices, (set, frozenset)):
+        ids.sort()
+    return "[" + ", ".join(map(str, ids)) + "]"
 
 
 def _check_arrays(state, want_values: dict, config, devices, where: str) -> None:
@@ -223,9 +238,19 @@ def _check_arrays(state, want_values: dict, config, devices, where: str) -> None
             raise Fail(f"{where}: {name} の値が、選んだステップに保存した値と違います。")
         if leaf.sharding.device_set != sharding.device_set:
             k = len(leaf.sharding.device_set)
+            if k == m:
+                raise Fail(f"{where}: {name} がデバイス {_ids(leaf.sharding.device_set)} にありますが、渡した devices は"
+                           f" {_ids(sharding.device_set)} です（数は同じで、別のデバイス）。メッシュは"
+                           "引数の devices から lm.make_mesh(devices) で作り、その abstract_state を行き先に渡します。")
             raise Fail(f"{where}: {name} がデバイス {k} 個にありますが、渡した devices は {m} 個です。"
                        "メッシュは引数の devices から lm.make_mesh(devices) で作り、その abstract_state を"
                        "行き先に渡します。")
+        spec = getattr(leaf.sharding, "spec", None)
+        if (not leaf.sharding.is_equivalent_to(sharding, leaf.ndim) and spec == sharding.spec
+                and getattr(leaf.sharding, "mesh", None) is not None):
+            raise Fail(f"{where}: {name} のシャーディングの規則（{spec}）は合っていますが、メッシュのデバイスの並び"
+                       f" {_ids(leaf.sharding.mesh.devices.flat)} が lm.make_mesh(devices) の並び"
+                       f" {_ids(sharding.mesh.devices.flat)} と違います。メッシュは devices をその順のまま渡して作ります。")
         if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
             raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
                        f"規則 fsdp_tp のとおりなら {sharding.spec} です。")

@@ -60,3 +60,43 @@ def test_shape_dtype_and_order():
 def test_not_done_and_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR)
+
+
+def test_learner_slips_are_named():
+    """学習者の役で書いた答え（/tmp の下書きから）: どれも何を返したかと、実際の誤りの言葉で落ちる。"""
+    def rows_as_list(*a):                                  # 行のリスト（np.stack を忘れる）
+        return list(reference(*a))
+    expect(EX, rows_as_list, Status.FAIL, "list が返りました", "np.stack")
+    expect(EX, _slip("inverse"), Status.FAIL, "np.argsort(perm)")
+    expect(EX, _slip("one_generator"), Status.FAIL, "1 つの default_rng(seed)")
+    expect(EX, _slip("padded"), Status.FAIL, "最後の半端な窓", "len(data) // (seq + 1)")
+    expect(EX, _slip("own_seed"), Status.FAIL, "seed + p")
+
+    def next_step(data, step, *rest):                      # ステップを 1 から数える
+        return reference(data, step + 1, *rest)
+    expect(EX, next_step, Status.FAIL, "ステップ 1 の行が返りました", "0 から数えます")
+
+    def stride_seq(data, step, p, count, batch, seq, seed):  # 窓を seq バイトずつずらして切る（重なる）
+        data = np.asarray(data)
+        w = (len(data) - 1) // seq
+        win = np.stack([data[j * seq:j * seq + seq + 1] for j in range(w)])
+        per = batch // count
+        ids = []
+        for k in range(step * batch + p * per, step * batch + (p + 1) * per):
+            ids.append(np.random.default_rng((seed, k // w)).permutation(w)[k % w])
+        return win[ids].astype(np.int32)
+    expect(EX, stride_seq, Status.FAIL, "どれとも一致しません", "窓の番号")
+
+    def epoch_from_step(data, step, p, count, batch, seq, seed):  # エポックをステップから数える
+        data = np.asarray(data)
+        w = len(data) // (seq + 1)
+        win = data[: w * (seq + 1)].reshape(w, seq + 1)
+        order = np.random.default_rng((seed, step // max(1, w // batch))).permutation(w)
+        per = batch // count
+        start = step * batch + p * per
+        return win[order[[(start + j) % w for j in range(per)]]].astype(np.int32)
+    expect(EX, epoch_from_step, Status.FAIL, "のはずが、窓", "が返りました")
+
+    def whole_batch(data, step, p, count, batch, seq, seed):  # process_index を使わず全体を返す
+        return reference(data, step, 0, 1, batch, seq, seed)
+    expect(EX, whole_batch, Status.FAIL, "形", "グローバルバッチ全体")

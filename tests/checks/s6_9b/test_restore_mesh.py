@@ -3,6 +3,7 @@
 数える）、保存のない spike − 1、データの位置を飛ばさない・1 つずれる・種を変える、行き先なしの復元、別の規則の行き先、
 jax.devices() のメッシュ、train.CONFIG の行き先、答えの形の誤りは、それぞれの言葉で落ちる。"""
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from ch6 import Status, lm
@@ -82,7 +83,23 @@ def test_the_data_position():
         state, data = ref(directory, config, devices, spike)
         return state, {**data, "position": spike - 1}
     k = pristine()[3]                                      # 最初の場合: spike = 3k + 1、戻すのは 3k
-    expect(EX, one_less, Status.FAIL, "保存した位置と同じです", f"（ステップ {3 * k + 1} に使ったもの）")
+    expect(EX, one_less, Status.FAIL, "保存した位置と同じです", "spike − 1 とも同じ数", f"（ステップ {3 * k + 1} に使ったもの）")
+
+    def one_less_later(directory, config, devices, spike):  # spike − 1 が保存した位置と違う場合の言葉
+        state, data = ref(directory, config, devices, spike)
+        step = int(state["step"])
+        return state, {**data, "position": spike if spike - 1 == step else spike - 1}
+    expect(EX, one_less_later, Status.FAIL, "spike − 1", "跳ねたステップ", "使ったバッチの番号")
+
+    def numpy_int(directory, config, devices, spike):      # JSON に書けない np.int64
+        state, data = ref(directory, config, devices, spike)
+        return state, {**data, "position": np.int64(spike)}
+    expect(EX, numpy_int, Status.FAIL, "Python の int ではなく int64", "JSON")
+
+    def from_state(directory, config, devices, spike):     # 復元した状態の jax の配列から計算する
+        state, data = ref(directory, config, devices, spike)
+        return state, {**data, "position": state["step"] + (spike - int(state["step"]))}
+    expect(EX, from_state, Status.FAIL, "整数で返します", "Array")
 
     def as_text(directory, config, devices, spike):
         state, data = ref(directory, config, devices, spike)
@@ -113,6 +130,21 @@ def test_other_rules_and_all_devices():
         expect(EX, dp, Status.FAIL, "規則 fsdp_tp")
         expect(EX, lambda d, c, dev, spike: ref(d, c, jax.devices(), spike), Status.FAIL, "渡した devices は",
                "lm.make_mesh(devices)")
+
+
+def test_other_devices_of_the_same_count():
+    """jax.devices() の先頭から同じ数を取る答えと、devices を逆の順に並べる答え（1 デバイスでは見分けられない）。"""
+    def first_n(directory, config, devices, spike):
+        return ref(directory, config, jax.devices()[:len(devices)], spike)
+
+    def reversed_order(directory, config, devices, spike):
+        return ref(directory, config, list(devices)[::-1], spike)
+    if jax.device_count() > 1:
+        expect(EX, first_n, Status.FAIL, "数は同じで、別のデバイス", "lm.make_mesh(devices)")
+        expect(EX, reversed_order, Status.FAIL, "メッシュのデバイスの並び", "その順のまま")
+    else:
+        expect(EX, first_n, Status.PASS, "確かめられません")
+        expect(EX, reversed_order, Status.PASS, "確かめられません")
 
 
 def test_shape_of_the_answer():
