@@ -149,8 +149,9 @@ def _mismatch(where, got, want, data, step, p, count, batch, seq, seed) -> str:
                     "ステップ t のグローバルバッチは、窓の列の t·B 番目から始まります（t は 0 から数えます）。")
     if None in got_ids:
         i = got_ids.index(None)
-        return (f"{where}: 返った行 {i} は、文章を先頭から重ならずに切った窓（窓 j は data[j·(seq+1):(j+1)·(seq+1)]）の"
-                f"どれとも一致しません（このプロセスの窓の番号は {_short(want_ids)} のはず）。")
+        return (f"{where}: 返った行 {i} は、窓のどれとも一致しません。"
+                "窓は、文章を先頭から重ならずに切ったものです（窓 j は data[j·(seq+1):(j+1)·(seq+1)]）。"
+                f"このプロセスの窓の番号は {_short(want_ids)} のはずです。")
     return (f"{where}: このプロセスの行は窓の番号 {_short(want_ids)} のはずが、窓 {_short(got_ids)} が返りました"
             f"（窓の列のステップ {step} の行と一致しません）。")
 
