@@ -74,20 +74,29 @@ const CourseSearch = {
     return CourseSearch._order;
   },
 
-  // 本文から、検索語を含む最初の段落の抜き出し（と、その段落がある節の id と見出し）
-  summary(htmlText, keywords, anchor) {
+  // 本文の文の要素（抜き出しはまずここから取る）
+  PROSE: "p, li, dd, dt, td, th, figcaption",
+
+  // ページの HTML から、テーマの部品・見出しのリンク・スクリプトを除いた本文（article）。なければ null
+  article(htmlText) {
     const doc = new DOMParser().parseFromString(htmlText, "text/html");
     const article = doc.querySelector("article.bd-article") || doc.querySelector("article");
     if (!article) return null;
     article.querySelectorAll(
       ".headerlink, script, style, .course-links, .toctree-wrapper, mjx-assistive-mml, .course-copy",
     ).forEach((el) => el.remove());
+    return article;
+  },
+
+  // 本文から、検索語を含む最初の段落の抜き出し（と、その段落がある節の id と見出し）
+  summary(htmlText, keywords, anchor) {
+    const article = CourseSearch.article(htmlText);
+    if (!article) return null;
     const words = [...new Set([...keywords].map((k) => k.toLowerCase()).concat(CourseSearch.words()))];
     const scope = (anchor && article.querySelector(anchor)) || article;
     // 段落から探し、なければ見出し、最後にコード
-    const prose = "p, li, dd, dt, td, th, figcaption";
     let hit = null;
-    for (const selector of [prose, "h1, h2, h3, h4", "pre"]) {
+    for (const selector of [CourseSearch.PROSE, "h1, h2, h3, h4", "pre"]) {
       for (const scopeEl of scope === article ? [article] : [scope, article]) {
         hit = [...scopeEl.querySelectorAll(selector)].find((el) => CourseSearch.has(el.textContent, words));
         if (hit) break;

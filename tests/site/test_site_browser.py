@@ -655,13 +655,8 @@ def duplicate_problems(site: Site, items: list[dict]) -> list[str]:
 CHROME_WORDS = ["System Settings", "システムの設定", "ライト", "ダーク", "目次", "このページの内容", "コピー", "Ctrl", "印刷・PDF"]
 
 PROSE_OF_PAGE_JS = """(async (href, core) => {
-    const html = await (await fetch(href)).text();
-    const doc = new DOMParser().parseFromString(html, "text/html");
-    const article = doc.querySelector("article.bd-article") || doc.querySelector("article");
-    if (!article) return false;
-    article.querySelectorAll(".headerlink, script, style, .course-links, .toctree-wrapper, mjx-assistive-mml, .course-copy")
-        .forEach((el) => el.remove());
-    return [...article.querySelectorAll("p, li, dd, dt, td, th, figcaption")]
+    const article = CourseSearch.article(await (await fetch(href)).text());
+    return !!article && [...article.querySelectorAll(CourseSearch.PROSE)]
         .some((el) => el.textContent.replace(/\\s+/g, " ").trim().includes(core));
 })"""
 
