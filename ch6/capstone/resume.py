@@ -20,7 +20,7 @@ __all__ = ["WORKER", "command", "launch", "start", "Started", "show", "KEY_LINES
 
 WORKER = Path(__file__).with_name("worker.py")
 # ノートブックに出す行（そのほかの行: JAX のログ、故障したときのトレースバックは、タイミングで変わる）
-KEY_LINES = ("ステップ", "チェックポイント", "模擬故障", "1 プロセス", "2 プロセス", "3 プロセス", "4 プロセス")
+KEY_LINES = ("ステップ", "チェックポイント", "模擬故障", "永続コンパイルキャッシュ", "1 プロセス", "2 プロセス", "3 プロセス", "4 プロセス")
 
 
 def command(n: int, devices: int, directory, steps: int = 9, save_every: int = 3, die_at: int | None = None,
