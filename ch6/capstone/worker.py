@@ -15,10 +15,10 @@
 - ``--save-every k`` ステップおきに非同期で保存します。
 - ``--cache-dir`` を渡すと JAX の永続コンパイルキャッシュを使い、学習ステップをキャッシュから読んだか、
   コンパイルしたかを 1 行で出します。ただし CPU の複数プロセスでは使いません（その旨を 1 行で出します）。
-  キャッシュのキーには各プロセスのトポロジーが入り、CPU ではそれがプロセスごとに違います。キャッシュに書くのは
-  プロセス 0 だけなので、起動し直すとプロセス 0 だけが読み、ほかのプロセスはコンパイルします。JAX 0.12.1 では、
-  読んだプロセスとコンパイルしたプロセスが混じると、最初の集団通信で全プロセスが止まりました（0.12.0.1 では
-  止まらない）。
+  キャッシュのキーにはデバイスのトポロジが入り、CPU ではそれがそのプロセスのデバイスだけを表すので、
+  キーがプロセスごとに違います。キャッシュに書くのはプロセス 0 だけなので、起動し直すとプロセス 0 だけが読み、
+  ほかのプロセスはコンパイルします。JAX 0.12.1 では、この学習ステップを読んだプロセスとコンパイルしたプロセスが
+  混じると、最初のステップで全プロセスが待ったまま進まなくなりました（0.12.0.1 では進んだ）。
 - CPU のコード生成の最適化は、``--optimize`` を付けない限り省きます（コンパイルが速くなる）。
 - ``--die-at s --die-process p``: プロセス p が、ステップ s の保存を始めた直後に SIGKILL で自分を止めます
   （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。
@@ -32,24 +32,27 @@ import os
 import signal
 import sys
 
-CACHE_HIT = "/jax/compilation_cache/cache_hits"   # JAX がキャッシュから実行可能なプログラムを読むたびに出すイベント
+CACHE_READ = "/jax/compilation_cache/cache_hits"     # キャッシュからコンパイル済みのプログラムを読んだ
+CACHE_WRITE = "/jax/compilation_cache/cache_misses"  # キャッシュに書いた（JAX は書くときにこの名前のイベントを出す）
 
 
 def use_cache(cache_dir) -> list | None:
-    """永続コンパイルキャッシュを使えるなら使い、キャッシュから読んだ回数を数えるリストを返します（使わないなら None）。"""
+    """永続コンパイルキャッシュを使えるなら使い、キャッシュを読み書きしたイベントを集めるリストを返します（使わないなら None）。"""
     import jax
 
     if not cache_dir:
         return None
     if jax.process_count() > 1 and jax.default_backend() == "cpu":
-        print("永続コンパイルキャッシュ: CPU の複数プロセスでは使いません（プロセスごとにキーが違い、"
-              "プロセス 0 だけが読むことになるため）", flush=True)
+        jax.config.update("jax_enable_compilation_cache", False)   # JAX_COMPILATION_CACHE_DIR があっても使わない
+        print("永続コンパイルキャッシュ: CPU の複数プロセスでは使いません（キーがプロセスごとに違い、"
+              "起動し直してもプロセス 0 しか読めないため）", flush=True)
         return None
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    hits: list = []
-    jax.monitoring.register_event_listener(lambda event, **_: hits.append(event) if event == CACHE_HIT else None)
-    return hits
+    events: list = []
+    jax.monitoring.register_event_listener(
+        lambda event, **_: events.append(event) if event in (CACHE_READ, CACHE_WRITE) else None)
+    return events
 
 
 def main(argv=None) -> int:
@@ -64,7 +67,8 @@ def main(argv=None) -> int:
     ap.add_argument("--die-at", type=int, help="このステップの保存を始めた直後に止まる")
     ap.add_argument("--die-process", type=int, default=1)
     ap.add_argument("--heartbeat-timeout", type=int, default=10)
-    ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュ（1 プロセスのとき、または CPU 以外のとき）")
+    ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュのディレクトリ（使うのは 1 プロセスのときか CPU 以外のとき。"
+                         "複数ホストでは共有のディレクトリに置く）")
     ap.add_argument("--optimize", action="store_true",
                     help="CPU のコード生成を最適化する（既定は省いて、コンパイルを約半分の時間にする）")
     ap.add_argument("--json", action="store_true", help="（ランチャが付ける。RESULT 行はいつも出す）")
@@ -80,7 +84,7 @@ def main(argv=None) -> int:
                                    process_id=args.process_id, coordinator_bind_address=args.coordinator,
                                    initialization_timeout=60, heartbeat_timeout_seconds=args.heartbeat_timeout,
                                    shutdown_timeout_seconds=10)
-    cache_hits = use_cache(args.cache_dir)
+    cache_events = use_cache(args.cache_dir)
     from ch6 import lm
     from ch6.capstone import data, train
 
@@ -107,12 +111,14 @@ def main(argv=None) -> int:
     losses = []
     while int(state["step"]) < args.steps:
         batch = train.put_batch(next(batches), batch_sh, train.BATCH)
-        hits_before = len(cache_hits) if cache_hits is not None else None
+        before = len(cache_events) if cache_events is not None else None
         state, loss = step(state, batch)
-        if hits_before is not None and not losses:   # 最初の呼び出しで、学習ステップを読むかコンパイルする
-            print("永続コンパイルキャッシュ: 学習ステップを" +
-                  ("キャッシュから読みました（コンパイルしない）" if len(cache_hits) > hits_before
-                   else "コンパイルして、キャッシュに書きました"), flush=True)
+        if before is not None and not losses:   # 最初の呼び出しで、学習ステップを読むかコンパイルする
+            new = cache_events[before:]
+            print("永続コンパイルキャッシュ: " +
+                  ("学習ステップはコンパイルせず、キャッシュから読みました" if CACHE_READ in new
+                   else "学習ステップをコンパイルして、キャッシュに書きました" if CACHE_WRITE in new
+                   else "学習ステップをコンパイルしました（キャッシュに書くのはプロセス 0 だけ）"), flush=True)
         s = int(state["step"])
         losses.append(float(loss))
         print(f"ステップ {s}: 損失 {loss:.2f}", flush=True)
