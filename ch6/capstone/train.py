@@ -131,14 +131,15 @@ def run(state, step, batches, steps: int, batch_sharding, on_step=None):
     return state, losses
 
 
-def manager(directory, asynchronous: bool = False):
+def manager(directory, asynchronous: bool = False, data_handler=None):
     """Orbax の ``CheckpointManager``（保存するステップは呼ぶ側が決める）。
 
-    asynchronous=True なら保存は裏で進み、``save`` はすぐ戻ります（``wait_until_finished`` で待つ）。"""
+    asynchronous=True なら保存は裏で進み、``save`` はすぐ戻ります（``wait_until_finished`` で待つ）。
+    data_handler: データの位置（JSON）を書くハンドラを差し替える（故障の模擬用。既定は JsonCheckpointHandler）。"""
     import orbax.checkpoint as ocp
 
     options = ocp.CheckpointManagerOptions(enable_async_checkpointing=asynchronous)
-    handlers = {"state": ocp.StandardCheckpointHandler(), "data": ocp.JsonCheckpointHandler()}
+    handlers = {"state": ocp.StandardCheckpointHandler(), "data": data_handler or ocp.JsonCheckpointHandler()}
     return ocp.CheckpointManager(directory, options=options, item_handlers=handlers)
 
 

@@ -20,8 +20,11 @@
   ほかのプロセスはコンパイルします。JAX 0.12.1 では、この学習ステップを読んだプロセスとコンパイルしたプロセスが
   混じると、最初のステップで全プロセスが待ったまま進まなくなりました（0.12.0.1 では進んだ）。
 - CPU のコード生成の最適化は、``--optimize`` を付けない限り省きます（コンパイルが速くなる）。
-- ``--die-at s --die-process p``: プロセス p が、ステップ s の保存を始めた直後に SIGKILL で自分を止めます
-  （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。
+- ``--die-at s --die-process p``: プロセス p が、ステップ s の保存の途中で SIGKILL で自分を止めます
+  （書きかけのチェックポイントを残して、プロセスを失う故障の模擬）。止まるのは、Orbax が保存を始めて
+  一時ディレクトリを作った後、``save`` が戻る前です。``save`` が戻った後で止めると、裏の書き込みが
+  全プロセスの待ち合わせまで先に進んでいて、チェックポイントが完全になることがあります（負荷しだい）。
+  戻る前に止めれば、そのプロセスは待ち合わせに来ないので、ステップ s は必ず書きかけのまま残ります。
 - 最後に ``RESULT {...}`` の 1 行（JSON）を出します（再開したステップ、各ステップの損失）。
 """
 from __future__ import annotations
@@ -37,15 +40,19 @@ CACHE_WRITE = "/jax/compilation_cache/cache_misses"  # キャッシュに書い�
 
 
 def use_cache(cache_dir) -> list | None:
-    """永続コンパイルキャッシュを使えるなら使い、キャッシュを読み書きしたイベントを集めるリストを返します（使わないなら None）。"""
+    """永続コンパイルキャッシュを使えるなら使い、キャッシュを読み書きしたイベントを集めるリストを返します（使わないなら None）。
+
+    CPU の複数プロセスでは、``--cache-dir`` がなくても切ります（環境変数 JAX_COMPILATION_CACHE_DIR で有効にされていても）。"""
     import jax
 
-    if not cache_dir:
-        return None
     if jax.process_count() > 1 and jax.default_backend() == "cpu":
-        jax.config.update("jax_enable_compilation_cache", False)   # JAX_COMPILATION_CACHE_DIR があっても使わない
-        print("永続コンパイルキャッシュ: CPU の複数プロセスでは使いません（キーがプロセスごとに違い、"
-              "起動し直してもプロセス 0 しか読めないため）", flush=True)
+        requested = cache_dir or jax.config.jax_compilation_cache_dir
+        jax.config.update("jax_enable_compilation_cache", False)
+        if requested:
+            print("永続コンパイルキャッシュ: CPU の複数プロセスでは使いません（キーがプロセスごとに違い、"
+                  "起動し直してもプロセス 0 しか読めないため）", flush=True)
+        return None
+    if not cache_dir:
         return None
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -53,6 +60,28 @@ def use_cache(cache_dir) -> list | None:
     jax.monitoring.register_event_listener(
         lambda event, **_: events.append(event) if event in (CACHE_READ, CACHE_WRITE) else None)
     return events
+
+
+def dying_data_handler():
+    """``armed`` を立てると、次の保存の途中（データの位置を書く前）でこのプロセスを SIGKILL で止める JSON のハンドラ。
+
+    Orbax は ``save`` の中で、各項目のハンドラの ``async_save`` を呼んで書き込みを始めます（状態の配列の項目と一緒に）。
+    ここで止まれば ``save`` は戻らず、このプロセスは全プロセスの書き込み完了の待ち合わせに来ません。
+    型は JsonCheckpointHandler のまま（Orbax は保存の引数の型からハンドラの型を引くので、部分クラスは使えない）、
+    このインスタンスの ``async_save`` だけを包みます。"""
+    import orbax.checkpoint as ocp
+
+    handler = ocp.JsonCheckpointHandler()
+    handler.armed = False
+    original = handler.async_save
+
+    async def async_save(*args, **kwargs):
+        if handler.armed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await original(*args, **kwargs)
+
+    handler.async_save = async_save
+    return handler
 
 
 def main(argv=None) -> int:
@@ -64,7 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", required=True, help="チェックポイントのディレクトリ")
     ap.add_argument("--steps", type=int, default=9, help="学習の最後のステップ（再開しても、ここで終わる）")
     ap.add_argument("--save-every", type=int, default=3)
-    ap.add_argument("--die-at", type=int, help="このステップの保存を始めた直後に止まる")
+    ap.add_argument("--die-at", type=int, help="このステップの保存の途中で止まる")
     ap.add_argument("--die-process", type=int, default=1)
     ap.add_argument("--heartbeat-timeout", type=int, default=10)
     ap.add_argument("--cache-dir", help="JAX の永続コンパイルキャッシュのディレクトリ（使うのは 1 プロセスのときか CPU 以外のとき。"
@@ -95,7 +124,8 @@ def main(argv=None) -> int:
     batch_sh = lm.batch_sharding(rules, mesh)
     step = train.make_step(train.CONFIG, rules, sh, batch_sh)
     batches = data.ByteBatches(train.BATCH, train.SEQ, process_index=pid, process_count=count)
-    mgr = train.manager(os.path.abspath(args.dir), asynchronous=True)
+    dying = dying_data_handler() if args.die_at is not None and args.die_process == pid else None
+    mgr = train.manager(os.path.abspath(args.dir), asynchronous=True, data_handler=dying)
     latest = mgr.latest_step()
     shape = dict(mesh.shape)
     print(f"{count} プロセス、グローバルデバイス {jax.device_count()} 個、メッシュ {shape}、"
@@ -122,10 +152,12 @@ def main(argv=None) -> int:
         s = int(state["step"])
         losses.append(float(loss))
         print(f"ステップ {s}: 損失 {loss:.2f}", flush=True)
+        if dying is not None and args.die_at == s:
+            print(f"模擬故障: プロセス {pid} はステップ {s} の保存の途中で止まります (SIGKILL)", flush=True)
+            dying.armed = True
         if s % args.save_every == 0 and train.save(mgr, state, batches.state()):
             print(f"ステップ {s} の保存を始めました", flush=True)
-        if args.die_at == s and args.die_process == pid:
-            print(f"模擬故障: プロセス {pid} は保存の途中で止まります (SIGKILL)", flush=True)
+        if dying is not None and dying.armed:   # 保存しないステップなら、ここで止まる
             os.kill(os.getpid(), signal.SIGKILL)
     mgr.wait_until_finished()
     print(f"ステップ {args.steps} まで終わりました。完全なチェックポイント: {mgr.all_steps()}", flush=True)
