@@ -45,15 +45,15 @@ _SIZE_LINE = re.compile(r"(?:one axis|most axes \((\d+) of them\)) had size (\d+
 
 
 def vmap_sizes(msg: str) -> list[tuple[str, int, int, int]]:
-    """vmap の inconsistent sizes のメッセージ -> [(引数の名前, 軸, 大きさ, その大きさの軸の数)]。
+    """vmap の inconsistent sizes のメッセージ -> [(引数の名前, 軸, 長さ, その長さの軸の数)]。
 
-    JAX は同じ大きさの軸が 2 つ以上あると「most axes (2 of them) had size 7, e.g. axis 0 of argument c」と
+    JAX は同じ長さの軸が 2 つ以上あると「most axes (2 of them) had size 7, e.g. axis 0 of argument c」と
     1 つだけ例に挙げます。そのときの数は 2 以上です。"""
     return [(name, int(axis), int(size), int(count or 1)) for count, size, axis, name in _SIZE_LINE.findall(msg)]
 
 
-def _sizes(msg: str) -> str:
-    """vmap の inconsistent sizes から「引数 … の N 軸が大きさ S」の並びを取り出す。"""
+def vmap_sizes_text(msg: str) -> str:
+    """vmap の inconsistent sizes から「引数 … の N 軸が S」（S は軸の長さ）の並びを作る（読めなければ空）。"""
     parts = vmap_sizes(msg)
     if parts:
         return "、".join(f"{name} の {axis} 軸{f'など {count} 個' if count > 1 else ''}が {size}"
@@ -64,7 +64,7 @@ def _sizes(msg: str) -> str:
 # (例外の型名の正規表現, メッセージの正規表現, 日本語を作る関数)
 _RULES: list[tuple[str, re.Pattern, object]] = [
     ("ValueError", re.compile(r"vmap got inconsistent sizes for array axes to be mapped", re.S),
-     lambda m, msg: f"vmap でバッチにする軸の大きさがそろっていません（{_sizes(msg) or '大きさの違う軸があります'}）。"
+     lambda m, msg: f"vmap でバッチにする軸の長さがそろっていません（{vmap_sizes_text(msg) or '長さの違う軸があります'}）。"
                     "in_axes で、どの引数のどの軸をバッチにするかを確かめてください。"),
     ("ValueError", re.compile(r"vmap was requested to map its argument along axis (-?\d+), which implies that its rank "
                               r"should be at least (\d+), but is only (\d+) \(its shape is (\(.*?\))\)"),

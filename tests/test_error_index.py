@@ -127,7 +127,7 @@ def distributed_too_late():
 TRIGGERS = {
     'out_axes=None なのに出力がバッチを持つ': (out_axes_none, 1),
     'in_axes が引数の構造と合わない': (in_axes_not_prefix, 1),
-    'バッチ軸の大きさがそろわない': (inconsistent_sizes, 1),
+    'バッチ軸の長さがそろわない': (inconsistent_sizes, 1),
     'トレース中の値で Python の if': (python_if_on_tracer, 1),
     '軸の名前が見つからない': (unbound_axis_name, 1),
     'pmap の先頭軸がデバイス数と違う': (pmap_leading_axis, 1),

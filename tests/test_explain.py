@@ -26,7 +26,7 @@ def test_vmap_inconsistent_sizes_keeps_which_argument_and_sizes():
     f = lambda a, b: a + b  # noqa: E731
     exc = _raised(lambda: jax.vmap(f)(jnp.ones((3, 2)), jnp.ones((5, 2))))
     line = explain.explain(exc)
-    assert line.startswith("ValueError: vmap でバッチにする軸の大きさがそろっていません")
+    assert line.startswith("ValueError: vmap でバッチにする軸の長さがそろっていません")
     assert "3" in line and "5" in line and "in_axes" in line and "\n" not in line
 
 

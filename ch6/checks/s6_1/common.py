@@ -33,17 +33,17 @@ def guard(fn_name: str, arg: str, value, want: tuple, hint: str) -> None:
 
 
 def sizes_fail(exc: LearnerError, hint) -> None:
-    """in_axes の誤りでよく出る 2 つの vmap のエラー（軸の大きさがそろわない、軸の番号が次元を超える）を、
-    どの引数のどの軸が何の大きさかを残した日本語と、この演習のヒントにする。"""
+    """in_axes の誤りでよく出る 2 つの vmap のエラー（軸の長さがそろわない、軸の番号が次元を超える）を、
+    どの引数のどの軸の長さがいくつかを残した日本語と、この演習のヒントにする。"""
     err = exc.exc
     if isinstance(err, ValueError) and "rank should be at least" in str(err):
         said = explain.explain(err).removeprefix(f"{type(err).__name__}: ")
         raise Fail(f"{said.split('。')[0]}。{hint(set())}") from None
     if isinstance(err, ValueError) and "inconsistent sizes" in str(err):
         parts = explain.vmap_sizes(str(err))
-        listed = "、".join(f"{n} の {a} 軸{f'など {c} 個' if c > 1 else ''}が {s}" for n, a, s, c in parts)
+        listed = explain.vmap_sizes_text(str(err))
         names = {n.split("[")[0] for n, *_ in parts}
-        raise Fail(f"vmap でバッチにする軸の大きさがそろっていません（{listed or '大きさの違う軸があります'}）。"
+        raise Fail(f"vmap でバッチにする軸の長さがそろっていません（{listed or '長さの違う軸があります'}）。"
                    f"{hint(names)}") from None
 
 

@@ -75,7 +75,7 @@ def check_batched_loss(fn):
     except LearnerError as exc:
         text = str(exc.exc)
         if "inconsistent sizes" in text and "argument params" in text:
-            raise Fail("vmap が params までバッチにしようとして、軸の大きさがそろいません。"
+            raise Fail("vmap が params までバッチにしようとして、軸の長さがそろいません。"
                        "params は全サンプル共通なので、in_axes の最初は None です。") from None
         if "map its argument along axis 1" in text:  # in_axes=1 をすべての引数に
             if f"shape is ({b},)" in text:
@@ -84,7 +84,7 @@ def check_batched_loss(fn):
             raise Fail("in_axes=1 がすべての引数に効き、params の葉までバッチにしようとしています。"
                        "引数ごとに in_axes を指定しましょう（共通の params は None）。") from None
         if "inconsistent sizes" in text:
-            raise Fail(f"vmap でバッチにする軸の大きさがそろいません。xs は (特徴 {d}, バッチ {b}) の並びで、バッチは 1 軸目です。") from None
+            raise Fail(f"vmap でバッチにする軸の長さがそろいません。xs は (特徴 {d}, バッチ {b}) の並びで、バッチは 1 軸目です。") from None
         raise
     shape = shape_of(got)
     if shape == (b,):

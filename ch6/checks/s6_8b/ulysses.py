@@ -62,10 +62,10 @@ def _run(fn, mesh, rng, after_1d: bool):
     except LearnerError as exc:
         text = str(exc.exc)
         if "all_to_all" in text and "divisible" in text:
-            raise Fail("all_to_all で分割する軸の大きさが軸 seq の大きさで割り切れず、JAX がエラーを出しました。"
+            raise Fail("all_to_all で分割する配列の軸の長さが、軸 seq の大きさで割り切れず、JAX がエラーを出しました。"
                        "入れ替えでは 0 軸（ヘッド）、戻すときは 1 軸（系列）を分割します。") from None
         if "all_to_all requires the size of the mapped axis" in text:
-            raise Fail("tiled=False の all_to_all は、分割する軸の大きさが軸 seq の大きさと同じでないと使えません。"
+            raise Fail("tiled=False の all_to_all は、分割する配列の軸の長さが軸 seq の大きさと同じでないと使えません。"
                        "tiled=True にすると、その軸を n 等分して送ります。") from None
         if after_1d:
             raise Fail(f"data × seq の 2 次元のメッシュでだけ {type(exc.exc).__name__} が出ました。"
