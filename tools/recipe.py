@@ -322,7 +322,8 @@ def depends(module: str, run: bool) -> int:
         print(f"no notebook depends on {module}")
     if not run or not found:
         return 0
-    return sync_and_execute(found, force=True)
+    return sync_and_execute(found, force=True) or \
+        subprocess.call([PY, "docs/workshop_times.py", "--write"], cwd=ROOT)   # 本文が変わった本編の時間の表も
 
 
 def main(argv=None) -> int:
