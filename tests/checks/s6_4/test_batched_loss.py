@@ -44,7 +44,7 @@ def test_6_4_1_wrong():
 def test_6_4_1_lesson_axis_is_wrong_here():
     # 教材と同じ in_axes=(None, 0, 0) のままだと、バッチの軸が違うことを名指しする
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=(None, 0, 0))(p, xs, ys)), "fail",
-           "1 軸目", "軸の大きさがそろいません")
+           "1 軸目", "軸の長さがそろいません")
     # 両方を 1 軸目にすると ys（1 次元）の軸が足りない: 学習者のエラーとして説明する
     r = run_check("6.4-1", lambda f, p, xs, ys: jnp.mean(jax.vmap(f, in_axes=(None, 1, 1))(p, xs, ys)))
     assert r.status in ("fail", "error") and "internal" not in r.status, r.message
