@@ -34,8 +34,10 @@ def layers(params: dict) -> list[dict]:
     blocks = params["blocks"]
     if isinstance(blocks, (list, tuple)):
         return list(blocks)
-    n = blocks["wq"].shape[0]
-    return [{k: w[i] for k, w in blocks.items()} for i in range(n)]
+    import jax
+
+    n = jax.tree.leaves(blocks)[0].shape[0]
+    return [jax.tree.map(lambda w, i=i: w[i], blocks) for i in range(n)]
 
 
 def kv_heads(params: dict) -> int:
@@ -181,19 +183,28 @@ def write_at(cache_layer, new, pos):
     return jax.vmap(one)(cache_layer, new, pos)
 
 
-def decode(params: dict, cache: dict, tokens, pos, axis: str | None = None):
+def decode(params: dict, cache: dict, tokens, pos, axis: str | None = None, write: str = "token"):
     """1 トークンずつの生成の 1 ステップ。tokens, pos: (B,)。各行のトークンを位置 pos[b] に置き、
-    その K/V をキャッシュに書いて、位置 0..pos[b] の K/V に注意する。戻り値: (ロジット (B, V), キャッシュ)。"""
+    その K/V をキャッシュに書いて、位置 0..pos[b] の K/V に注意する。戻り値: (ロジット (B, V), キャッシュ)。
+
+    write="token"（既定）: 新しいトークンの K/V だけを、層 i・行 b・位置 pos[b] に書く（scatter）。
+    write="layer": 層 i のキャッシュ全体を取り出して書き換え、層ごと書き戻す（6.10 節の最初の書き方。
+    値は同じだが、チップでは 1 層ごとにキャッシュの層全体を読み書きする。6.11 節がトレースで比べる）。"""
     import jax.numpy as jnp
 
-    t = cache["k"].shape[2]
+    b, t = tokens.shape[0], cache["k"].shape[2]
     x = (params["embed"][tokens] + params["pos"][pos])[:, None]          # (B, 1, D)
     mask = (jnp.arange(t)[None, :] <= pos[:, None])[:, None]             # (B, 1, T)
+    rows = jnp.arange(b)
     ck, cv = cache["k"], cache["v"]
     for i, p in enumerate(layers(params)):
         k, v = _kv(p, x)
-        ck = ck.at[i].set(write_at(ck[i], k[:, 0], pos))
-        cv = cv.at[i].set(write_at(cv[i], v[:, 0], pos))
+        if write == "layer":
+            ck = ck.at[i].set(write_at(ck[i], k[:, 0], pos))
+            cv = cv.at[i].set(write_at(cv[i], v[:, 0], pos))
+        else:
+            ck = ck.at[i, rows, pos].set(k[:, 0].astype(ck.dtype))
+            cv = cv.at[i, rows, pos].set(v[:, 0].astype(cv.dtype))
         x = _layer(p, x, ck[i], cv[i], mask, axis)
     return _logits(params, x)[:, 0], {"k": ck, "v": cv}
 

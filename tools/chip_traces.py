@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import shutil
 import statistics
@@ -100,7 +101,6 @@ def stream(out: Path) -> dict:
 def decode(out: Path) -> dict:
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     from ch6 import hardware, hlo, lm, serving
 
@@ -116,10 +116,14 @@ def decode(out: Path) -> dict:
     weights = {"bf16": jax.jit(make)(jax.random.key(0))}
     to_int8 = jax.jit(lambda b: serving.quantize_params({"blocks": [b]})["blocks"][0])
     weights["int8"] = dict(weights["bf16"], blocks=[to_int8(b) for b in weights["bf16"]["blocks"]])
-    steps = {"decode_bf16": ("bf16", serving.decode),
-             "decode_int8_before": ("int8", lambda qp, c, t, p: serving.decode(
-                 serving.dequantize_params(qp, jnp.bfloat16), c, t, p)),
-             "decode_int8_after": ("int8", serving.decode)}
+    def before(qp, c, t, p):      # 6.10 の最初の書き方: 重みをすべて戻してから、層ごとにキャッシュを書き戻す
+        return serving.decode(serving.dequantize_params(qp, jnp.bfloat16), c, t, p, write="layer")
+
+    steps = {"decode_bf16": ("bf16", functools.partial(serving.decode, write="layer")),
+             "decode_bf16_token": ("bf16", serving.decode),
+             "decode_int8_before": ("int8", before),
+             "decode_int8_after": ("int8", functools.partial(serving.decode, write="layer")),
+             "decode_int8_token": ("int8", serving.decode)}
     cache = serving.init_cache(weights["bf16"], s["batch"], s["length"], jnp.bfloat16)
     tok = jnp.zeros(s["batch"], jnp.int32)
     pos = jnp.full(s["batch"], s["length"] - 1, jnp.int32)
@@ -148,11 +152,16 @@ def decode(out: Path) -> dict:
         results[name] = dict(read=read + kv_bytes, bound=bound, seconds=sec, compile=compile_s,
                              steps_in_trace=DECODE_STEPS, outside=len(outside),
                              int8_weights=sum(a.dtype == jnp.int8 for a in jax.tree.leaves(weights[kind])))
-    del np
     return dict(sizes=s, n_params=n_params, kv_bytes=kv_bytes, runs=results)
 
 
 def train_step(out: Path) -> dict:
+    """6.9a の大きくした学習ステップ（バッチ 16）と、トレースが示す変更（バッチ 32: Adam の更新の割合が半分）。"""
+    return {"batch_16": _train(out, "train_step", TRAIN_SIZES["batch"]),
+            "batch_32": _train(out, "train_step_b32", 2 * TRAIN_SIZES["batch"])}
+
+
+def _train(out: Path, name: str, batch: int) -> dict:
     import jax
     import jax.numpy as jnp
     import optax
@@ -177,7 +186,7 @@ def train_step(out: Path) -> dict:
         return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state}, loss
 
     state = jax.jit(init)(jax.random.key(0))
-    tokens = jnp.asarray(next(data.ByteBatches(s["batch"], s["seq"])))
+    tokens = jnp.asarray(next(data.ByteBatches(batch, s["seq"])))
     t0 = time.perf_counter()
     compiled = jax.jit(step, donate_argnums=0).lower(state, tokens).compile()
     compile_s = time.perf_counter() - t0
@@ -194,9 +203,11 @@ def train_step(out: Path) -> dict:
             loss = one()
         return loss
 
-    _capture("train_step", three, 1, out)
-    return dict(sizes=s, seconds=sec, compile=compile_s, steps_in_trace=TRAIN_STEPS,
-                params=lm.param_count(config), model_flops=lm.flops_per_token(config, s["seq"]) * s["batch"] * s["seq"])
+    _capture(name, three, 1, out)
+    memory = compiled.memory_analysis()
+    return dict(sizes=dict(s, batch=batch), seconds=sec, compile=compile_s, steps_in_trace=TRAIN_STEPS,
+                params=lm.param_count(config), model_flops=lm.flops_per_token(config, s["seq"]) * batch * s["seq"],
+                temp_bytes=None if memory is None else memory.temp_size_in_bytes)
 
 
 def _shrink() -> None:
