@@ -115,7 +115,6 @@ def _kv(p, x):
 def _layer(p, x, k_all, v_all, mask, axis):
     """1 層のアテンションと MLP（残差つき）。axis があれば出力の部分和を psum する（テンソル並列）。"""
     import jax
-    import jax.numpy as jnp
     from jax import lax
 
     q = project("bsd,dhe->bshe", _norm(x, p["ln1"]), p["wq"])

@@ -75,7 +75,7 @@ def matmul(out: Path) -> dict:
         b = jax.random.normal(jax.random.key(1), (k, n), jnp.bfloat16)
         f = jax.jit(lambda a, b: a @ b)
         f(a, b).block_until_ready()
-        sec = _median_seconds(lambda: f(a, b), repeat=10)
+        sec = _median_seconds(lambda f=f, a=a, b=b: f(a, b), repeat=10)
         rows.append(dict(m=m, k=k, n=n, seconds=sec, flops=2 * m * k * n))
         fns.append((f, a, b))
 
@@ -138,7 +138,7 @@ def decode(out: Path) -> dict:
         compile_s = time.perf_counter() - t0
         held = [cache]
 
-        def run(compiled=compiled, kind=kind):
+        def run(compiled=compiled, kind=kind, held=held):
             for _ in range(DECODE_STEPS):
                 logits, held[0] = compiled(weights[kind], held[0], tok, pos)
             return logits
