@@ -6,6 +6,8 @@ JAX も NumPy も import しない、小さな純粋な Python です。帯域�
   バイト ``chip.axis_bw`` で割ります（すべての軸を同時に使うなら ``chip.all_axes_bw``）。
 - all-to-all はネットワークの形で変わります: トーラス（リングの両方向）か、スイッチ（NVSwitch、全対全）か。
 - 一方向の ``ppermute`` はリンクの片方向 ``chip.link_oneway`` で割ります。
+- 通信と計算を重ねる見積もり（6.11 節）: collective matmul のシャードごとの秒（:func:`collective_matmul_times`）と、
+  勾配をバケットごとに all-reduce して逆伝播と重ねたときの秒（:func:`bucketed_allreduce_time`）。
 
 式と数値はスケーリングブック（"How to Scale Your Model", https://jax-ml.github.io/scaling-book/）に合わせています。
 第 3 章 "Sharded Matrices and How to Multiply Them" が集団通信の秒、第 5 章 "How to Parallelize a Transformer for
@@ -30,6 +32,8 @@ class _Chip(Protocol):
     flops: float
     hbm_bw: float
 
+    @property
+    def link_oneway(self) -> float: ...
     @property
     def axis_bw(self) -> float: ...
     @property
@@ -226,3 +230,156 @@ def zero_comm_bytes(params: float, n: int, stage: int) -> float:
     if stage not in ZERO_STAGES:
         raise ValueError(f"stage は 0〜3 です: {stage!r}")
     return ZERO_STAGES[stage].comm_factor * BF16 * params * (n - 1) / n
+
+
+# ---------------------------------------------------------------- 通信と計算の重なり（6.11 節）
+
+
+def ring_steps(n: int, direction: str) -> list[tuple[int, int, int]]:
+    """collective matmul のステップごとの (掛けるシャードの数, 右回りに送る数, 左回りに送る数)。
+
+    ``ch6.overlap.schedule`` と同じリング（テストが突き合わせます）。one: n ステップ、最後のステップ以外で 1 つ送る。
+    two: R = ⌈(n − 1)/2⌉ が右回り、L = ⌊(n − 1)/2⌋ が左回りに届き、R + 1 ステップ。ステップ 0 はそのデバイスの
+    シャードだけを掛け、ステップ s ≥ 1 は右回りの 1 つと、s ≤ L なら左回りの 1 つを掛ける。"""
+    if direction == "one":
+        right, left = n - 1, 0
+    elif direction == "two":
+        right, left = n // 2, (n - 1) // 2
+    else:
+        raise ValueError(f"direction は 'one' か 'two' です: {direction!r}")
+    return [(1 if s == 0 else 1 + (s <= left), int(s < right), int(s < left)) for s in range(right + 1)]
+
+
+class CollectiveMatmulTime(NamedTuple):
+    """collective matmul の秒の見積もり（:func:`collective_matmul_times`）。"""
+
+    math: float        # シャード 1 つの行列積の秒（T_math）
+    comm: float        # シャード 1 つを送る秒（T_comm。one は片方向のリンク 1 本、two は軸の両方向）
+    steps: int         # リングのステップの数
+    overlapped: float  # 各ステップで送信と行列積を重ねたときの合計
+    serial: float      # 重ねないときの合計（すべての行列積 + すべての送信）
+    exposed: float     # overlapped − すべての行列積の秒（行列積の裏に隠れなかった通信の秒）
+    hidden: bool       # T_comm ≤ T_math（途中のステップで通信が行列積の裏に隠れる）
+
+
+def collective_matmul_times(chip: _Chip, m: float, k: float, n_out: float, n_devices: int,
+                            bytes_per_value: float = BF16, direction: Literal["one", "two"] = "one",
+                            form: Literal["allgather", "reducescatter"] = "allgather") -> CollectiveMatmulTime:
+    """collective matmul（``ch6.overlap``）の、シャードごとの T_math と T_comm、重ねたときと重ねないときの合計の秒。
+
+    全体の行列積は (m, k) @ (k, n_out)、軸の大きさ n = n_devices、1 値のバイト b = bytes_per_value。
+
+    ``"allgather"``（``allgather_matmul``: x は行で、w は列で分割）: シャードは x の行 m/n 行。
+    T_math = 2·(m/n)·k·(n_out/n) / flops、シャードのバイト B = (m/n)·k·b。
+    ``"reducescatter"``（``matmul_reducescatter``: x は列で、w は行で分割。one だけ）: 送るのは部分和の行 m/n 行。
+    T_math = 2·(m/n)·(k/n)·n_out / flops、B = (m/n)·n_out·b（部分和を float32 で送るなら b = 4）。
+
+    T_comm = B / ``chip.link_oneway``（one）、B / ``chip.axis_bw``（two。TPU は両方向のリンク 2 本、GPU は
+    NVLink の出口 1 つなので one と同じ）。n = 1 なら送らないので T_comm = 0。
+
+    ステップ s で a_s 個のシャードを掛け、右回りに r_s 個、左回りに l_s 個を送る（``ch6.overlap.schedule``）。
+    送信の秒 C_s = max(max(r_s, l_s)·B / link_oneway, (r_s + l_s)·B / axis_bw)（1 方向は 1 本のリンク、合計は
+    軸の帯域を超えない）。ステップは、行列積と送信の両方が終わると次へ進む:
+
+    - overlapped = Σ_s max(a_s·T_math, C_s)。one では T_math + (n − 1)·max(T_math, T_comm): 送信のない
+      ステップ（allgather では最後、reducescatter では最初の行列積）が 1 つ、重なるステップが n − 1 個。
+    - serial = Σ_s (a_s·T_math + C_s)。one では n·T_math + (n − 1)·T_comm（(n − 1)·T_comm は一方向のリングの
+      all-gather の秒 ``all_gather_time(m·k·b, n, link_oneway)``）。
+    - exposed = overlapped − n·T_math、hidden = T_comm ≤ T_math。
+
+    two では、ステップ 0 は 1 つしか掛けないのに両方向へ送り、n が偶数なら最後のステップは 1 つだけ掛けるので、
+    この 2 ステップの通信は隠れにくくなります。ホップごとの遅延（ブック第 3 章で約 1 μs）は含みません。"""
+    _check(n_devices, chip.link_oneway)
+    if not (m > 0 and k > 0 and n_out > 0 and bytes_per_value > 0):
+        raise ValueError(f"m, k, n_out, bytes_per_value は正の数です: {(m, k, n_out, bytes_per_value)!r}")
+    n = n_devices
+    if form == "allgather":
+        flop, nbytes = 2 * (m / n) * k * (n_out / n), (m / n) * k * bytes_per_value
+    elif form == "reducescatter":
+        if direction != "one":
+            raise ValueError("reducescatter の形は direction='one' だけです")
+        flop, nbytes = 2 * (m / n) * (k / n) * n_out, (m / n) * n_out * bytes_per_value
+    else:
+        raise ValueError(f"form は 'allgather' か 'reducescatter' です: {form!r}")
+    steps = ring_steps(n, direction)
+    t_math = flop / chip.flops
+    per_link = ppermute_time(nbytes, chip.link_oneway)
+    t_comm = 0.0 if n == 1 else (per_link if direction == "one" else nbytes / chip.axis_bw)
+    overlapped = serial = 0.0
+    for a, right, left in steps:
+        sent = max(max(right, left) * per_link, (right + left) * nbytes / chip.axis_bw)
+        one_step = step_time(a * t_math, sent)
+        overlapped += one_step.overlapped
+        serial += one_step.serial
+    return CollectiveMatmulTime(t_math, t_comm, len(steps), overlapped, serial, overlapped - n * t_math,
+                                t_comm <= t_math)
+
+
+def hiding_width(chip: _Chip, bytes_per_value: float = BF16, direction: Literal["one", "two"] = "one") -> float:
+    """collective matmul の通信が行列積の裏に隠れる（T_comm ≤ T_math）、1 デバイスあたりの最小の幅。
+
+    allgather の形では出力の列の幅 n_out/n、reducescatter の形では縮約する幅 k/n。T_math = 2·(m/n)·k·(n_out/n) / C と
+    T_comm = (m/n)·k·b / W から、n_out/n ≥ b·C / (2·W)（W は one なら ``link_oneway``、two なら ``axis_bw``）。
+    m にも k にもよらない。bf16 の two では C / axis_bw で、ブック第 5 章のテンソル並列の条件 F/Y > C/W と同じ。"""
+    if not bytes_per_value > 0:
+        raise ValueError(f"bytes_per_value は正の数です: {bytes_per_value!r}")
+    if direction not in ("one", "two"):
+        raise ValueError(f"direction は 'one' か 'two' です: {direction!r}")
+    bw = chip.link_oneway if direction == "one" else chip.axis_bw
+    return bytes_per_value * chip.flops / (2 * bw)
+
+
+def max_chunks_hidden(chip: _Chip, width: float, bytes_per_value: float = BF16,
+                      direction: Literal["one", "two"] = "one") -> int:
+    """通信が隠れる最大のシャードの数 n（= 軸の大きさ）: width / n ≥ :func:`hiding_width` を満たす最大の整数。
+
+    width は分割する前の幅（allgather の形では n_out、reducescatter の形では k）。n = 1 は送らないので、幅が
+    しきい値より小さくても 1 を返す。"""
+    if not width > 0:
+        raise ValueError(f"width は正の数です: {width!r}")
+    return max(1, int(width // hiding_width(chip, bytes_per_value, direction)))
+
+
+class BucketedAllReduce(NamedTuple):
+    """勾配をバケットごとに all-reduce し、逆伝播と重ねたときの秒（:func:`bucketed_allreduce_time`）。"""
+
+    per_bucket: float  # バケット 1 つの all-reduce の秒（遅延を含む）
+    comm: float        # すべてのバケットの all-reduce の秒の和
+    total: float       # 逆伝播の始まりから、最後のバケットの all-reduce が終わるまで
+    exposed: float     # total − t_backward（逆伝播の裏に隠れなかった通信の秒）
+    comm_bound: bool   # 通信律速: all-reduce 1 つが、次のバケットがそろうまでに終わらない（per_bucket > t_backward / buckets）
+
+
+def bucketed_allreduce_time(grad_bytes: float, n: int, bw: float, t_backward: float, buckets: int,
+                            latency: float = 0.0) -> BucketedAllReduce:
+    """勾配 grad_bytes を等しい buckets 個のバケットに分割し、逆伝播（t_backward 秒）と重ねて all-reduce する秒。
+
+    仮定: 逆伝播は一定の速さで勾配を作り、バケット j（1..k、k = buckets）は時刻 j·t_backward/k にそろう。all-reduce は
+    1 つずつ順に、バケットがそろい、前の all-reduce が終わってから始まる。1 つの秒は
+    t = ``all_reduce_time(grad_bytes/k, n, bw)`` + latency（latency は集団通信 1 回あたりの固定の秒）。通信は
+    逆伝播の計算を遅くしない。最後の all-reduce が終わる時刻は max_j (j·t_backward/k + (k − j + 1)·t) で、j について
+    1 次式なので両端の大きいほう:
+
+        total = max(t_backward + t, t_backward/k + k·t)
+
+    t ≤ t_backward/k なら前者（最後のバケットの t だけが見える）、そうでなければ後者（通信律速、comm_bound）。
+    k = 1（逆伝播の後に 1 回の all-reduce）は t_backward + t で、何も重ならない。"""
+    _check(n, bw)
+    if int(buckets) != buckets or buckets < 1:
+        raise ValueError(f"buckets は 1 以上の整数です: {buckets!r}")
+    if t_backward < 0 or latency < 0 or grad_bytes < 0:
+        raise ValueError(f"秒とバイトは 0 以上です: t_backward={t_backward!r}, latency={latency!r}, grad_bytes={grad_bytes!r}")
+    t = all_reduce_time(grad_bytes / buckets, n, bw) + latency
+    total = max(t_backward + t, t_backward / buckets + buckets * t)
+    return BucketedAllReduce(t, buckets * t, total, total - t_backward, t > t_backward / buckets)
+
+
+def best_bucket_count(grad_bytes: float, n: int, bw: float, t_backward: float, latency: float,
+                      max_buckets: int = 1024) -> int:
+    """:func:`bucketed_allreduce_time` の total が最小になるバケットの数（1..max_buckets、同じなら小さいほう）。
+
+    バケットを増やすと最後のバケット（見える通信）は小さくなるが、all-reduce の回数 × latency が増える。"""
+    if int(max_buckets) != max_buckets or max_buckets < 1:
+        raise ValueError(f"max_buckets は 1 以上の整数です: {max_buckets!r}")
+    return min(range(1, max_buckets + 1),
+               key=lambda k: bucketed_allreduce_time(grad_bytes, n, bw, t_backward, k, latency).total)
