@@ -152,3 +152,142 @@ def test_zero_stages_share_dp_traffic_until_stage_3():
     assert cost.zero_memory_bytes(p, n, 3) == pytest.approx(16 / n * p)
     with pytest.raises(ValueError):
         cost.zero_memory_bytes(p, n, 4)
+
+
+# ---------------------------------------------------------------- 通信と計算の重なり（6.11 節、ch6.overlap の見積もり）
+
+
+def test_collective_matmul_on_v5e_one_way_and_both_ways():
+    # (4096, 8192) @ (8192, 16384) on 4 v5e chips, bf16. A shard of x is 1024 rows:
+    #   T_math = 2·1024·8192·4096 / 1.97e14 = 348.8 us; B = 1024·8192·2 = 16.8 MB; T_comm = B / 4.5e10 = 372.8 us.
+    t = cost.collective_matmul_times(V5E, 4096, 8192, 16384, 4)
+    assert t.math == pytest.approx(348.8e-6, rel=1e-3)
+    assert t.comm == pytest.approx(372.8e-6, rel=1e-3)
+    assert (t.steps, t.hidden) == (4, False)  # n_out/n = 4096 < 4378 (hiding_width of v5e, one way)
+    # overlapped = T_math + 3·max(T_math, T_comm) = 348.8 + 1118.5; serial = 4·348.8 + 3·372.8
+    assert t.overlapped == pytest.approx(1467.3e-6, rel=1e-3)
+    assert t.serial == pytest.approx(2513.8e-6, rel=1e-3)
+    assert t.exposed == pytest.approx(3 * (372.8e-6 - 348.8e-6), rel=1e-2)
+    # The serial communication is the one-way ring all-gather of the whole x.
+    assert t.serial - 4 * t.math == pytest.approx(cost.all_gather_time(4096 * 8192 * 2, 4, V5E.link_oneway))
+    # Both ways: T_comm = B / 9e10 = 186.4 us, hidden. 3 steps: own shard (sent both ways, 372.8 us on each link),
+    # 2 shards (697.7 us of math), the opposite shard (348.8 us): 372.8 + 697.7 + 348.8 = 1419.3 us.
+    t2 = cost.collective_matmul_times(V5E, 4096, 8192, 16384, 4, direction="two")
+    assert t2.comm == pytest.approx(186.4e-6, rel=1e-3)
+    assert (t2.steps, t2.hidden) == (3, True)
+    assert t2.overlapped == pytest.approx(1419.3e-6, rel=1e-3)
+    assert t2.serial == pytest.approx(4 * 348.8e-6 + 2 * 372.8e-6, rel=1e-3)
+    assert t2.exposed == pytest.approx(372.8e-6 - 348.8e-6, rel=1e-2)  # only step 0 (one shard, two sends)
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 9])
+def test_collective_matmul_both_ways_sends_a_bidirectional_all_gather_for_odd_n(n):
+    t = cost.collective_matmul_times(V5P, 512 * n, 4096, 1024 * n, n, direction="two")
+    assert t.steps == (n - 1) // 2 + 1
+    assert t.serial - n * t.math == pytest.approx(cost.all_gather_time(512 * n * 4096 * 2, n, V5P.axis_bw))
+
+
+def test_collective_matmul_reduce_scatter_form_on_v5p():
+    # (4096, 16384) @ (16384, 8192) on 4 v5p chips, x split along K: a partial-sum shard is 1024 rows of 8192.
+    #   T_math = 2·1024·4096·8192 / 4.59e14 = 149.7 us; B = 1024·8192·2 = 16.8 MB; T_comm = B / 9e10 = 186.4 us.
+    t = cost.collective_matmul_times(V5P, 4096, 16384, 8192, 4, form="reducescatter")
+    assert t.math == pytest.approx(149.7e-6, rel=1e-3)
+    assert t.comm == pytest.approx(186.4e-6, rel=1e-3)
+    assert not t.hidden  # k/n = 4096 < 5100
+    assert t.overlapped == pytest.approx(149.7e-6 + 3 * 186.4e-6, rel=1e-3)
+    with pytest.raises(ValueError, match="one"):
+        cost.collective_matmul_times(V5P, 4096, 16384, 8192, 4, direction="two", form="reducescatter")
+    with pytest.raises(ValueError, match="form"):
+        cost.collective_matmul_times(V5P, 4096, 16384, 8192, 4, form="allreduce")
+
+
+def test_collective_matmul_on_one_device_sends_nothing():
+    t = cost.collective_matmul_times(V5E, 1024, 1024, 1024, 1, direction="two")
+    assert (t.comm, t.steps, t.exposed, t.hidden) == (0.0, 1, 0.0, True)
+    assert t.overlapped == t.serial == pytest.approx(2 * 1024**3 / V5E.flops)
+    with pytest.raises(ValueError):
+        cost.collective_matmul_times(V5E, 1024, 1024, 1024, 0)
+    with pytest.raises(ValueError, match="direction"):
+        cost.collective_matmul_times(V5E, 1024, 1024, 1024, 4, direction="three")
+
+
+def test_book_ch5_collective_matmul_hides_the_tensor_parallel_all_gather_up_to_11_ways():
+    # Hidden when n_out/n >= b·C / (2·W): W = one link one way, or the axis (both ways). In bf16 both ways this is
+    # C / W_ici, ch. 5's tensor-parallel condition F/Y > C/W (2550 on v5p); one way needs twice as much.
+    assert cost.hiding_width(V5P, direction="two") == pytest.approx(2550, rel=0.01)
+    assert cost.hiding_width(V5P) == pytest.approx(5100, rel=0.01)
+    assert cost.hiding_width(V5E) == pytest.approx(1.97e14 / 4.5e10, rel=1e-6)  # 4378
+    assert cost.hiding_width(V5E, direction="two") == pytest.approx(2189, rel=1e-3)
+    # H100: NVLink has one egress, so both ways do not add bandwidth: 9.89e14 / 4.5e11 = 2198 either way.
+    assert cost.hiding_width(H100) == cost.hiding_width(H100, direction="two") == pytest.approx(2198, rel=1e-3)
+    # ch. 5, LLaMA-3-70B (F = 28,672): "roughly 11" ways of tensor parallelism on one axis.
+    assert cost.max_chunks_hidden(V5P, LLAMA3_70B_FFN, direction="two") == 11
+    assert cost.max_chunks_hidden(V5P, LLAMA3_70B_FFN, direction="two") == int(cost.tp_max_ways(V5P, LLAMA3_70B_FFN))
+    assert cost.max_chunks_hidden(V5P, LLAMA3_70B_FFN) == 5  # 28,672 / 5100 = 5.6
+    assert cost.max_chunks_hidden(V5P, 100) == 1               # one device never sends
+    # The condition does not depend on m or k: the hidden flag switches at n_out/n = hiding width.
+    for m, k in [(256, 1024), (8192, 8192)]:
+        assert cost.collective_matmul_times(V5P, m, k, 8 * 2550 * 1.01, 8, direction="two").hidden
+        assert not cost.collective_matmul_times(V5P, m, k, 8 * 2550 * 0.99, 8, direction="two").hidden
+
+
+def test_book_ch3_chunks_above_45_kb_are_not_latency_bound():
+    # ch. 3: an ICI hop costs about 1 us, so on v5e "sending any buffer under 4.5e10 * 1e-6 = 45kB will be latency
+    # bound". The collective-matmul model has no latency term; its chunks above are 16.8 MB.
+    assert cost.ppermute_time(45e3, V5E.link_oneway) == pytest.approx(1e-6)
+    assert cost.ppermute_time(1024 * 8192 * 2, V5E.link_oneway) > 100 * cost.ppermute_time(45e3, V5E.link_oneway)
+
+
+def test_book_ch5_bucketed_all_reduce_hides_behind_the_backward_pass_above_2550_tokens():
+    # ch. 5: data parallelism stays compute bound on v5p when the tokens per chip exceed C / W_ici = 2550. With P
+    # parameters the bf16 gradients are 2P bytes; their all-reduce takes 2·2P / 1.8e11 (large n) = 22.2 ms for
+    # P = 1e9, and the backward pass 4·b·P / 4.59e14 = 22.2 ms at b = 2550.
+    p, big_n = 1e9, 10**6
+    all_reduce = cost.all_reduce_time(2 * p, big_n, V5P.axis_bw)
+    assert all_reduce == pytest.approx(22.2e-3, rel=1e-3)
+    above = 4 * 2600 * p / V5P.flops   # 22.66 ms
+    t = cost.bucketed_allreduce_time(2 * p, big_n, V5P.axis_bw, above, 10)
+    assert not t.comm_bound
+    assert t.exposed == pytest.approx(all_reduce / 10)           # only the last bucket: 2.22 ms
+    assert t.total == pytest.approx(above + all_reduce / 10)     # 24.9 ms
+    # One all-reduce after the backward pass overlaps nothing.
+    one = cost.bucketed_allreduce_time(2 * p, big_n, V5P.axis_bw, above, 1)
+    assert one.exposed == pytest.approx(all_reduce) and one.total == pytest.approx(above + all_reduce)
+    below = 4 * 2500 * p / V5P.flops   # 21.79 ms: communication bound
+    t = cost.bucketed_allreduce_time(2 * p, big_n, V5P.axis_bw, below, 10)
+    assert t.comm_bound
+    assert t.total == pytest.approx(below / 10 + all_reduce)     # 2.18 + 22.2 = 24.4 ms
+
+
+def _simulate_buckets(grad_bytes, n, bw, backward, k, latency):
+    """Event by event: bucket j is ready at j·backward/k; all-reduces run one at a time in order."""
+    t = cost.all_reduce_time(grad_bytes / k, n, bw) + latency
+    end = 0.0
+    for j in range(1, k + 1):
+        end = max(end, j * backward / k) + t
+    return end
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8, 50])
+@pytest.mark.parametrize("backward", [1e-4, 5e-3, 2e-2])
+@pytest.mark.parametrize("latency", [0.0, 2e-5, 1e-3])
+def test_bucketed_all_reduce_closed_form_matches_the_event_simulation(k, backward, latency):
+    args = (64e6, 8, V5E.axis_bw, backward, k, latency)
+    assert cost.bucketed_allreduce_time(*args).total == pytest.approx(_simulate_buckets(*args))
+
+
+def test_best_bucket_count_balances_the_last_bucket_against_latency():
+    # 100 MB of gradients on 8 v5e chips: the all-reduce takes A = 2·1e8·(7/8) / 9e10 = 1.944 ms. Backward 20 ms and
+    # an exaggerated 0.5 ms per all-reduce. total(k) = max(20 + A/k + 0.5, 20/k + A + 0.5·k) (ms): the first branch
+    # falls and the second rises with k; they cross where k = (20 − A) / 0.5 = 36.1, so the best k is 36
+    # (total 20 + 0.054 + 0.5 = 20.554 ms; at 37: 0.54 + 1.944 + 18.5 = 20.985 ms).
+    args = (100e6, 8, V5E.axis_bw, 20e-3)
+    assert cost.best_bucket_count(*args, 0.5e-3) == 36
+    assert cost.bucketed_allreduce_time(*args, 36, 0.5e-3).total == pytest.approx(20.554e-3, rel=1e-4)
+    assert cost.bucketed_allreduce_time(*args, 37, 0.5e-3).total == pytest.approx(20.985e-3, rel=1e-4)
+    # Without latency more buckets never hurt: the best is the largest allowed.
+    assert cost.best_bucket_count(*args, 0.0, max_buckets=64) == 64
+    with pytest.raises(ValueError, match="buckets"):
+        cost.bucketed_allreduce_time(*args, 0)
+    with pytest.raises(ValueError, match="0 以上"):
+        cost.bucketed_allreduce_time(100e6, 8, V5E.axis_bw, -1.0, 4)
