@@ -27,6 +27,13 @@ def test_collectives_name_the_phase():
     assert "リンクが遅い" in strategies.by_name("パイプライン並列").pays_off
 
 
+def test_data_parallel_all_reduce_overlaps_in_buckets():
+    """重なるのは、バケットごとの all-reduce と残りの逆伝播（6.11）。最後に 1 回の all-reduce は何とも重ならない。"""
+    collectives = strategies.by_name("データ並列").collectives
+    assert "バケット" in collectives and "残りの逆伝播" in collectives
+    assert "1 ステップに 1 回" not in collectives
+
+
 def test_expert_parallelism_pays_off_for_memory_not_for_moe():
     """割に合う場面は「エキスパートを分割する」理由（複製すると入らない、all-to-all が安い）。
     「パラメータを増やしても 1 トークンの計算量は変わらない」は MoE そのものの理由で、並列化の理由ではない。"""
