@@ -125,7 +125,8 @@ def allgather_matmul(x, w, axis: str, direction: Direction = "one"):
     x: (m, K) はこのデバイスの行のシャード、w: (K, N/n) はこのデバイスの列のシャード。戻り値は (n·m, N/n)
     （出力の列のシャード。行は全体）。届いたシャード c と w の積を、出力の行 c·m から (c + 1)·m に書きます。
     direction="one" は n 回の行列積と n − 1 回の一方向の ``ppermute``。"two" は右回りと左回りに送り、
-    ステップは ⌈(n − 1)/2⌉ + 1 回（:func:`schedule`）。n = 1 なら ``ppermute`` はなく x @ w だけです。"""
+    ステップは ⌈(n − 1)/2⌉ + 1 回、そのうち送信のあるステップは ⌈(n − 1)/2⌉ 回（n が偶数なら n/2 回、
+    :func:`schedule`）。n = 1 なら ``ppermute`` はなく x @ w だけです。"""
     import jax.numpy as jnp
     from jax import lax
 
@@ -191,7 +192,6 @@ def trace(axis: str, direction: Direction = "one", form: Form = "allgather"):
 
     n = lax.axis_size(axis)
     if form == "reducescatter":
-        ring_counts(n, direction)
         if direction != "one":
             raise ValueError("reducescatter の形は direction='one' だけです")
         rows = []
@@ -263,7 +263,8 @@ def bucketed_psum(grads, axis: str, bucket_bytes: int):
 
     葉を :func:`leaf_buckets` でまとめ、バケットの葉を平らにつないだ 1 つの配列を ``lax.psum`` で足し、元の形に
     戻します。all-reduce の数はバケットの数です。逆伝播が勾配を作った順に葉を並べておけば、最初のバケットの
-    all-reduce は残りの逆伝播と重ねられます（1 回の all-reduce を最後に行うと、重ねる相手がありません）。"""
+    all-reduce は残りの逆伝播と重ねられます（1 回の all-reduce を最後に行うと、重ねる相手がありません）。
+    XLA は既定のコンパイルで小さな all-reduce をまとめることがあります（:func:`uncombined_text`）。"""
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -282,8 +283,9 @@ def bucketed_psum(grads, axis: str, bucket_bytes: int):
     return jax.tree.unflatten(treedef, out)
 
 
-#: 小さな all-reduce を 1 つにまとめる XLA のパスの名前（CPU と、GPU・TPU で共通の名前）。
-COMBINER_PASSES = ("cpu-all-reduce-combiner", "all-reduce-combiner")
+#: 小さな all-reduce を 1 つにまとめる XLA のパスの名前（CPU、GPU、XLA に共通のもの）。TPU のコンパイラの中の
+#: パスの名前は公開されていないので、TPU ではまとめられたままのことがあります。
+COMBINER_PASSES = ("cpu-all-reduce-combiner", "gpu-all-reduce-combiner", "all-reduce-combiner")
 
 
 def uncombined_text(f, *args) -> str:
