@@ -16,7 +16,7 @@ def pytest_addoption(parser):
 
 # make quick が飛ばす遅いテスト: カーネルやプロセスを起動する、全変異体や全チェックを実行する、モデルを学習する。
 # モジュールごと（SLOW_MODULES）と、速いモジュールの中の 1 つのテストごと（SLOW_TESTS、"モジュール::テスト"）
-SLOW_MODULES = ("test_grade", "test_guard", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
+SLOW_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
                 "test_env", "test_smoke")
 SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_show::test_sharding_text_in_a_kernel_is_one_plain_stream",
@@ -27,7 +27,7 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
 # 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
 # カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
 # （make test を 2 コアで 5 分に収めるため）
-INTEGRATION_MODULES = ("test_grade", "test_guard", "test_multihost", "test_hostile", "test_capstone")
+INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone")
 INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",)
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
@@ -60,6 +60,12 @@ def pytest_configure(config):
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # 採点は提出物を隔離して実行します（ch6.grading.isolate）。名前空間を使えないマシン（そういうコンテナの CI など）では、
+    # 採点のテストは隔離なし（1 冊ごとの確かめつき）で動かします。拒否と両方の方法は tests/grading/test_isolate*.py が試します
+    from ch6.grading import isolate
+
+    if isolate.mode() is None:
+        os.environ[isolate.ENV_UNISOLATED] = "1"
     _ignore_stderr()
 
 

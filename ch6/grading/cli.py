@@ -35,8 +35,11 @@
 - カーネルが落ちたセル（``os._exit`` やメモリ不足）は、新しいカーネルでそのセルを飛ばして
   やり直します。中断しても応答しないセルは、新しいカーネルでその手前までを実行し直します
   （カーネルは 1 冊につき最大 3 回）。
-- カーネルの作業フォルダは提出物ごとの一時フォルダです。ただし学習者のコードは採点する人の
-  権限で動くので、知らない人の提出物はコンテナなど隔離した環境で採点してください。
+- 提出物は隔離して実行します（``ch6.grading.isolate``: bubblewrap、Linux の名前空間）。書けるのはその提出物の
+  作業フォルダ（一時フォルダ）だけで、ほかの提出物・成績簿・講座のチェックアウトは見えず、採点のしくみは読み取り専用です。
+  隔離できないときはクラスの採点を始めません（1 冊だけの自己チェックは隔離なしで動きます）。``--unisolated`` を付けたときだけ
+  隔離なしで、1 冊ずつ採点のしくみ（インストールした ``ch6``）と提出物・成績簿（``--protect`` で足せます）を前後で比べ、
+  書き換えた提出物を ⚠️ tampered（0 点）にして元に戻します。
 
 印: ✅ 正解、❌ 不正解・学習者のコードのエラー・チェック中の時間切れ、⏳ 未解答
 （NotImplementedError のまま）、⚠️ 採点できない（関数が見つからない、ファイルが読めない など）。
@@ -51,7 +54,7 @@ import time
 from pathlib import Path
 
 from .. import _core
-from . import exercises, gradebook, report
+from . import exercises, gradebook, isolate, report
 from .batch import FEEDBACK_ONLY, collect, grade_all, nbgrader_paths, only_feedback
 from .identify import find
 from .model import Config
@@ -94,6 +97,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--notebook", help="すべての提出物をこの演習ノートブック（例 6_1_vmap）として採点する")
     ap.add_argument("--details", action="store_true", help="表のあとに、正解でなかった演習のメッセージを並べる")
     ap.add_argument("--quiet", action="store_true", help="進み具合を表示しない")
+    ap.add_argument("--unisolated", action="store_true",
+                    help="隔離できないマシンで、隔離なしで採点する（1 冊ごとに採点のしくみと提出物・成績簿を確かめる）")
+    ap.add_argument("--protect", type=Path, action="append", default=[], metavar="PATH",
+                    help="提出物から隠し、1 冊ごとに確かめるファイル・フォルダを足す（ほかのコースの成績簿など。何度でも）")
     return ap
 
 
@@ -128,7 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"--notebook {args.notebook}: 知らない演習ノートブックです（あるのは "
                        f"{', '.join(sorted(assignments, key=exercises.natural_key))}）")
 
-    cfg = Config(timeout=args.timeout, check_timeout=args.check_timeout, devices=args.devices, jobs=args.jobs)
+    how = isolate.UNISOLATED if args.unisolated else isolate.mode()
+    if how is None and len(paths) > 1:
+        return _refuse(isolate.REFUSE)
+    how = how or isolate.UNISOLATED  # 1 冊だけ（自分のノートブックの確かめ）: 隔離できなければ、なしで（確かめつき）
+    protect = tuple(str(p) for p in [*given, *args.protect, *(o for o in (args.csv, args.json, args.gradebook) if o)])
+    cfg = Config(timeout=args.timeout, check_timeout=args.check_timeout, devices=args.devices,
+                 jobs=1 if how == isolate.UNISOLATED else args.jobs, isolation=how, protect=protect)
+    if len(paths) > 1:
+        print(isolate.describe(how), file=sys.stderr)
     progress = None if args.quiet or len(paths) == 1 else (lambda s: print(s, file=sys.stderr, flush=True))
     start = time.monotonic()
     try:

@@ -20,7 +20,7 @@ import nbformat
 
 from .. import nbrun
 from .._core import Status
-from . import guard, outputs
+from . import guard, isolate, outputs
 from . import nbgrader as nbgrader_edition
 from .exercises import Assignment, describe_cell
 from .model import Config, ExerciseResult
@@ -104,6 +104,8 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config,
                             cwd: str) -> tuple[dict[str, ExerciseResult], list[str]]:
     """学習者のセルを実行し、採点セルで全演習をチェックする。(結果, 備考) を返す。"""
     p, st = plan(nb, assignment, cfg), State()
+    # 隔離なしのときは、採点のしくみ・ほかの提出物・成績簿を写しておき、後で比べる
+    watch = isolate.Watch(cfg.protect, skip=[cwd]) if (cfg.isolation or isolate.mode()) == isolate.UNISOLATED else None
     for _attempt in range(MAX_KERNELS):
         session = KernelSession(p.work, p.n_learner, cwd, cfg, kernel_env(cfg))
         try:
@@ -115,6 +117,9 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config,
                 break
         finally:
             await session.stop()
+    changed = watch.verify() if watch else []
+    if changed:  # 書き換えは元に戻し、この提出物を 0 点に
+        st.flags.append((isolate.OUTSIDE, isolate.outside_note(changed)))
     return _finish(p, st)
 
 

@@ -41,6 +41,8 @@ class Config:
     grace: float = 10.0           # 中断のあとカーネルが応答するまで待つ秒数
     devices: int = DEFAULT_DEVICES
     jobs: int = 2
+    isolation: str | None = None  # ch6.grading.isolate の BUBBLEWRAP・UNISOLATED（None: isolate.mode() で決める）
+    protect: tuple[str, ...] = ()  # 提出物ごとに確かめ、カーネルから隠す場所（提出物のフォルダ、成績簿）
 
 
 @dataclasses.dataclass

@@ -766,7 +766,7 @@ def configure(c) -> None:
         f"{pp}ClearOutput", f"{pp}DeduplicateIds", f"{pp}OverwriteKernelspec", f"{MODULE}.RestoreGradeCells",
         f"{pp}OverwriteCells", f"{pp}CheckCellMetadata"]
     c.Autograde.autograde_preprocessors = [
-        f"{pp}Execute", f"{MODULE}.GuardGrades", f"{pp}IgnorePattern",
+        "ch6.grading.isolate.Execute", f"{MODULE}.GuardGrades", f"{pp}IgnorePattern",
         "nbconvert.preprocessors.ClearMetadataPreprocessor", f"{pp}LimitOutput", f"{pp}SaveAutoGrades",
         f"{pp}AssignLatePenalties", f"{pp}CheckCellMetadata"]
     c.Autograde.exporter_class = f"{MODULE}.Ch6Exporter"

@@ -10,7 +10,7 @@ import enum
 import math
 import subprocess
 
-from . import guard
+from . import guard, isolate
 from .model import Config
 
 TIMEOUT_ENAME = "CH6GradeTimeout"  # 時間切れで中断したセルに付けるエラー名
@@ -62,6 +62,7 @@ class KernelSession:
             interrupt_on_timeout=True, record_timing=False, startup_timeout=120,
             error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": "", "traceback": []},
             resources={"metadata": {"path": cwd}}, on_cell_error=self._on_error,
+            kernel_manager_class=isolate.kernel_manager_class(),  # 隔離して起動する（isolate.mode()）
         )
         self.client.n_learner = n_learner
         self.channel = guard.Channel()  # 監視の UNIX ソケット（ホスト側）
@@ -73,6 +74,8 @@ class KernelSession:
     async def start(self) -> None:
         c = self.client
         c.km = c.create_kernel_manager()
+        c.km.ch6_mode = self.cfg.isolation or isolate.mode()
+        c.km.ch6_readable, c.km.ch6_hide = [self.channel.dir], list(self.cfg.protect)
         # カーネル自身の警告（TCP の暗号化など）は表に関係ないので捨てる
         await c.async_start_new_kernel(env=self.env, cwd=self.cwd,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
