@@ -243,10 +243,26 @@ def read(source, device: str | None = None) -> Profile:
         modules = sorted((e.get("name", ""), float(e["ts"]), float(e.get("dur", 0.0))) for e in events
                          if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in op_threads
                          and e.get("name") == "ThunkExecutor::Execute")
+        if not modules:
+            modules = _cpu_runs(raw_ops)
     modules.sort(key=lambda m: m[1])
     t0 = min([m[1] for m in modules] + [float(e["ts"]) for e in raw_ops] or [0.0])
     return Profile(device=device, ops=_ops(raw_ops, modules, t0),
                    steps=[(n, s - t0, d) for n, s, d in modules], meta=meta)
+
+
+def _cpu_runs(raw_ops: list[dict]) -> list[tuple[str, float, float]]:
+    """小さなプログラムの CPU のトレースには実行の区間がない: 最初の演算の名前が現れるたびに、新しい実行とする。"""
+    ops = sorted(raw_ops, key=lambda e: float(e["ts"]))
+    if not ops:
+        return []
+    starts = [i for i, e in enumerate(ops) if e.get("name") == ops[0].get("name")]
+    runs = []
+    for a, b in zip(starts, starts[1:] + [len(ops)]):
+        begin = float(ops[a]["ts"])
+        end = max(float(e["ts"]) + float(e.get("dur", 0.0)) for e in ops[a:b])
+        runs.append(("", begin, end - begin))
+    return runs
 
 
 def _ops(raw_ops: list[dict], modules, t0: float) -> list[Op]:

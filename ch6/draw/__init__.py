@@ -15,6 +15,7 @@ PNG は小さく（数十 KB）、同じ入力なら同じバイト列になり�
 - :func:`ring_attention_steps`・:func:`expert_load`・:func:`dropped_vs_capacity`: コンテキスト並列とエキスパート並列（6.8b 節、sequence.py）
 - :func:`pipeline_schedule`・:func:`bubble_fractions`: パイプラインのスケジュール表とバブルの割合（6.8a 節、pipeline.py）
 - :func:`slot_occupancy`: 連続バッチ処理のスロットの占有（6.10 節、serving.py）
+- :func:`op_timeline`・:func:`category_bars`: プロファイルの演算の時間軸と、分類ごとの時間（6.11a 節、profile.py）
 - :func:`loss_curves`: 損失の曲線を重ね、基準との差が許容誤差の中にあることを副題に書く（6.9 節、capstone.py）
 - :func:`ink`: 塗りの色に読みやすい文字の色（明るい色には濃い文字）
 - :func:`flowchart`: 節（問い・選ぶもの …）と矢印の表から、判断の流れ図
@@ -27,6 +28,7 @@ from .capstone import loss_curves
 from .cost import decision, memory_bars, roofline, step_times
 from .diagrams import flowchart, timeline, vmap_axes
 from .pipeline import bubble_fractions, pipeline_schedule
+from .profile import category_bars, op_timeline
 from .sequence import dropped_vs_capacity, expert_load, ring_attention_steps
 from .serving import slot_occupancy
 from .values import device_stages, device_values, device_values_from, ring_steps
@@ -35,4 +37,4 @@ __all__ = ["DPI", "Drawing", "color", "ink", "mesh", "shard_layout", "sharding",
            "device_values", "device_values_from", "device_stages", "ring_steps", "timeline", "vmap_axes", "flowchart",
            "ring_attention_steps", "expert_load", "dropped_vs_capacity",
            "roofline", "step_times", "memory_bars", "decision",
-           "pipeline_schedule", "bubble_fractions", "loss_curves", "slot_occupancy"]
+           "pipeline_schedule", "bubble_fractions", "loss_curves", "slot_occupancy", "op_timeline", "category_bars"]
