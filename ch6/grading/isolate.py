@@ -100,6 +100,7 @@ def bwrap_argv(cmd: list[str], cwd: str, readable: Iterable[str | Path] = (),
     cwd = os.path.realpath(cwd)
     hidden = _exists([*HIDE, Path.home(), os.getcwd(), *filter(None, [_checkout()]), *hide])
     hidden = sorted({h for h in hidden if os.path.isdir(h) and h != "/"}, key=lambda h: (h.count("/"), h))
+    hidden = [h for h in hidden if not any(_inside(h, o) for o in hidden if o != h)]  # 隠した中はもとから見えない
     needed = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(cmd[0])), PACKAGE_DIR]
     for entry in sys.path:  # パッケージのフォルダ（講座のチェックアウトそのものは戻さない: solutions/ がある）
         real = os.path.realpath(entry) if entry else ""

@@ -96,7 +96,7 @@ def test_bubblewrap_lets_a_process_write_only_its_scratch(tmp_path):
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "False False"  # ほかの提出物と成績簿は見えない
+    assert lines[0] == "False False", " ".join(argv)  # ほかの提出物と成績簿は見えない
     assert lines[1] == "30"           # 採点のしくみは読み取り専用（EROFS）
     assert lines[2] == str(isolate.PACKAGE_DIR / "__init__.py")
     assert (scratch / "mine.txt").read_text() == "ok"
