@@ -56,6 +56,7 @@ _CPU_MATMUL = re.compile(r"\b(dot|convolution|ynn_fusion|onednn|matmul|gemm)", r
 _CPU_COPY = re.compile(r"^(copy|slice|dynamic-update-slice|dynamic-slice|transpose|bitcast|concatenate|pad)", re.I)
 _CPU_SKIP = re.compile(r"^(end: |ThunkExecutor|ThreadpoolListener)")
 _TRACES = "data/traces"
+_ROUNDING = 0.002        # µs: 切り詰めたトレースの時刻と長さは 0.001 µs に丸めてある
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,13 +267,16 @@ def _cpu_runs(raw_ops: list[dict]) -> list[tuple[str, float, float]]:
 
 
 def _ops(raw_ops: list[dict], modules, t0: float) -> list[Op]:
-    """入れ子を解いて自分だけの時間を求め、Op にする（同じスレッドの区間は入れ子か、重ならない）。"""
+    """入れ子を解いて自分だけの時間を求め、Op にする（同じスレッドの区間は入れ子か、重ならない）。
+    記録したトレースの時刻は 0.001 µs に丸めてあるので、次の演算が前の演算の終わりより 0.001 µs 早く始まる
+    ことがある。前の演算の中に収まらない区間（終わりが前の演算の終わりより後）は入れ子ではなく、次の演算とする。"""
     raw_ops = sorted(raw_ops, key=lambda e: (e.get("tid"), float(e["ts"]), -float(e.get("dur", 0.0))))
     child = defaultdict(float)
     stack: list[tuple[int, float, object]] = []
     for i, e in enumerate(raw_ops):
         ts, end = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0))
-        while stack and (stack[-1][2] != e.get("tid") or stack[-1][1] <= ts + 1e-6):
+        while stack and (stack[-1][2] != e.get("tid") or stack[-1][1] <= ts + _ROUNDING
+                         or end > stack[-1][1] + _ROUNDING):
             stack.pop()
         if stack:
             child[stack[-1][0]] += end - ts

@@ -65,6 +65,28 @@ def test_self_time_subtracts_nested_children_and_categories_follow_xla():
     assert prof.gaps() == [(200.0 - 100.0, 100.0)]                      # 開始 100 µs（最初の実行から）、長さ 100
 
 
+def test_an_op_that_starts_a_rounding_step_before_the_previous_one_ends_is_not_nested():
+    """記録したトレースの時刻は 0.001 µs に丸めてある: 行列積が前のコピーの終わりより 0.001 µs 早く始まっても、
+    コピーの子ではない（以前は、コピーの自分だけの時間が 0 になっていた）。本当の入れ子（while の中）は引く。"""
+    trace = _trace(ops=[("copy-done.1", "copy-done", 100.0, 44.678, None, None),
+                        ("fusion.2", "convolution fusion", 144.677, 1418.39, 100, 100),
+                        ("while.3", "while", 1600.0, 30.0, None, None),
+                        ("fusion.4", "loop fusion", 1610.0, 20.0005, 10, 0)],   # 丸めで while の終わりを 0.0005 越える
+                   modules=[(100.0, 1600.0)])
+    by_name = {o.name: o for o in profile.read(trace).ops}
+    assert by_name["copy-done.1"].self_time == pytest.approx(44.678)
+    assert by_name["fusion.2"].self_time == pytest.approx(1418.39)
+    assert by_name["while.3"].self_time == pytest.approx(30.0 - 20.0005)
+
+
+def test_recorded_matmul_keeps_every_copy():
+    prof = profile.recorded("matmul")
+    copies = [o for o in prof.ops if o.name == "copy-done"]
+    assert copies and all(o.self_time == pytest.approx(o.duration) for o in copies)
+    one, mu = profile.recorded("train_step").by_category(), profile.recorded("train_step_mu_bf16").by_category()
+    assert one[profile.MATMUL] == pytest.approx(mu[profile.MATMUL], rel=0.002)   # 変えたのは Adam だけ
+
+
 def test_groups_top_and_roofline_per_execution():
     prof = profile.read(SYNTH)
     top = prof.top(2)
