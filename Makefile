@@ -25,7 +25,7 @@ EXERCISE_DEVICE_COUNTS ?= 3
 # 2 は make exercise が変えた節について 1, 2, 3, 8 で試すので、CI は 4（偶数の 2 次元メッシュ）を足す
 CHECK_DEVICE_COUNTS ?= 1 3 4 8
 
-.PHONY: setup lab depends test test-integration test-accelerator test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab depends test test-integration test-accelerator chip-traces test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
@@ -95,6 +95,12 @@ ACCEL_PYTHON ?=
 test-accelerator: $(if $(ACCEL_PYTHON),,$(STAMP))
 	env -u JAX_PLATFORMS $(or $(ACCEL_PYTHON),$(BIN)/python) tools/accelerator.py \
 	  $(if $(RECORD),--record docs/accelerator.md,) $(NOTEBOOKS)
+
+# チップのトレースを記録し直す（6.11a が読む ch6/data/traces/）: チップのあるマシンで生のトレースと測った値を
+# build/chip に書き、小さく切り詰めて ch6/data/traces/ に入れる（切り詰めはどのマシンでも: make chip-traces TRIM_ONLY=1）
+chip-traces: $(if $(ACCEL_PYTHON),,$(STAMP))
+	$(if $(TRIM_ONLY),,env -u JAX_PLATFORMS $(or $(ACCEL_PYTHON),$(BIN)/python) tools/chip_traces.py --out build/chip)
+	$(or $(ACCEL_PYTHON),$(BIN)/python) tools/chip_traces.py --trim build/chip
 
 # 奇数を含むデバイス数で: 全ノートブックが最後まで動くこと（出力は比べない）と、チェックの単体テスト
 test-devices: $(STAMP)
