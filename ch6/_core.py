@@ -17,7 +17,7 @@ from typing import Any
 from . import edition, explain
 from .checking import Entry, Fail, LearnerError, NotDone, one_line, registered
 
-__all__ = ["Status", "MARKS", "Result", "check", "run_check", "RESULTS", "registry", "load_errors"]
+__all__ = ["Status", "MARKS", "WORDS", "Result", "check", "run_check", "RESULTS", "registry", "load_errors"]
 
 
 class Status(enum.StrEnum):
@@ -38,12 +38,24 @@ class Status(enum.StrEnum):
     def mark(self) -> str:
         return MARKS[self]
 
+    @property
+    def label(self) -> str:
+        """印と語（「✅ 正解」）: 絵文字のフォントがない画面でも、語で結果が読める。"""
+        return f"{MARKS[self]} {WORDS[self]}"
+
 
 # 印の表はここ 1 つ（ノートブックの 1 行表示も採点の表も CSV もこれを使う）
 MARKS = {
     Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "❌", Status.TIMEOUT: "❌", Status.CRASH: "❌",
     Status.NOT_DONE: "⏳", Status.INTERNAL: "⚠️", Status.MISSING: "⚠️", Status.NOT_GRADED: "⚠️",
     Status.TAMPERED: "⚠️",
+}
+# 印の横に置く語（1 行表示の「✅ 正解 [6.1-1] …」）。絵文字のフォントがない JupyterLab では印が空の四角になるので、
+# 語だけで正解・不正解・未解答が読めるようにする
+WORDS = {
+    Status.PASS: "正解", Status.FAIL: "不正解", Status.ERROR: "エラー", Status.TIMEOUT: "時間切れ",
+    Status.CRASH: "停止", Status.NOT_DONE: "未解答", Status.INTERNAL: "採点できません", Status.MISSING: "未定義",
+    Status.NOT_GRADED: "採点できません", Status.TAMPERED: "干渉",
 }
 
 
@@ -62,7 +74,7 @@ class Result:
 
     @property
     def line(self) -> str:
-        return f"{self.status.mark} [{self.exercise}] {self.message}"
+        return f"{self.status.label} [{self.exercise}] {self.message}"
 
     def __str__(self) -> str:  # pragma: no cover - 表示用
         return self.line

@@ -124,7 +124,7 @@ def test_readme_lists_every_notebook():
 # ---------------------------------------------------------------- チェックの行と登録表
 
 CHECK_CALL = re.compile(r"""^\s*ch6\.check\(\s*["']([\w.-]+)["']\s*,\s*([A-Za-z_]\w*)\s*\)""", re.M)
-CHECK_LINE = re.compile(r"^(✅|❌|⏳|⚠️) \[([\w.-]+)\] ", re.M)
+CHECK_LINE = re.compile(r"^(✅|❌|⏳|⚠️) (?:正解|不正解|エラー|未解答|採点できません|未定義) \[([\w.-]+)\] ", re.M)
 TWINS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 

@@ -29,7 +29,7 @@ def test_messages_are_deterministic_one_liners():
     wrong = lambda *args: jnp.zeros(3) + 1  # noqa: E731  どの演習にも合わない答え（演習の中身によらない）
     a = run_check("6.1-1", wrong)
     b = run_check("6.1-1", wrong)
-    assert a == b and "\n" not in a.line and a.line.startswith("❌ [6.1-1]")
+    assert a == b and "\n" not in a.line and a.line.startswith("❌ 不正解 [6.1-1]")
 
 
 def test_learner_error_message_hides_addresses():
@@ -51,7 +51,7 @@ def test_check_records_results(capsys):
         before = len(ch6.RESULTS)
         ch6.check("0.0-ok", lambda x: 2 * x)
         assert len(ch6.RESULTS) == before + 1 and ch6.RESULTS[-1].ok
-        assert capsys.readouterr().out.startswith("✅ [0.0-ok]")
+        assert capsys.readouterr().out.startswith("✅ 正解 [0.0-ok]")
     finally:
         ch6.registry().pop("0.0-ok")
 

@@ -196,7 +196,7 @@ def _build(folder: Path, reference: Path) -> dict[str, dict]:
     # チェック呼び出しの書き換え・削除、ch6 の差し替え、偽の ch6 パッケージ: 採点は講座のチェックで
     nb = copy.deepcopy(sol)
     _set_def(nb, F[0], WRONG)
-    _drop_check(nb, IDS[0], f'print("✅ [{IDS[0]}] {F[0]}: 正解です。")')
+    _drop_check(nb, IDS[0], f'print("✅ 正解 [{IDS[0]}] {F[0]}: 正解です。")')
     _drop_check(nb, IDS[1])
     after_imports = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"][1] + 1  # 演習のセルより前
     nb.cells.insert(after_imports, nbformat.v4.new_code_cell(
@@ -412,8 +412,8 @@ def test_self_check_prints_each_message(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "grade_all", fake_grade_all)
     assert grade.main([str(path), "--devices", "2", "--timeout", "60"]) == 0
     out = capsys.readouterr().out
-    assert "✅ [6.1-1] batched_predict: 正解です。" in out
-    assert "❌ [6.1-5] ensemble_predict: 出力の形が (バッチ, モデル, 出力)" in out
+    assert "✅ 正解 [6.1-1] batched_predict: 正解です。" in out
+    assert "❌ 不正解 [6.1-5] ensemble_predict: 出力の形が (バッチ, モデル, 出力)" in out
     assert "備考: 上から 3 番目のセルでエラー: ValueError: x" in out
     assert "合計 / total: 1/2" in out
 

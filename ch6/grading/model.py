@@ -60,7 +60,7 @@ class ExerciseResult:
         return self.status.mark
 
     def line(self) -> str:
-        return f"{self.mark} [{self.id}] {self.message}"
+        return f"{self.status.label} [{self.id}] {self.message}"
 
 
 @dataclasses.dataclass

@@ -335,7 +335,7 @@ def grade(exercise_id: str, function: str) -> Graded:
                 f"{function} が定義されていません（その関数のセルがエラーで止まったか、消されています）。")).line)
         result, noise = _quietly(core.run_check, exercise_id, user_ns[function])
     except Exception as exc:  # 採点のしくみ自身の問題: 学習者にはトレースバックを見せない
-        return Graded(False, f"⚠️ [{exercise_id}] 採点のセルの内部の問題です（解答のせいではありません）: "
+        return Graded(False, f"⚠️ 採点できません [{exercise_id}] 採点のセルの内部の問題です（解答のせいではありません）: "
                              f"{type(exc).__name__}")
     if noise:  # nbgrader は stderr に何か書かれた採点のセルを 0 点にするので、警告は stdout に見せる
         print(f"ℹ️ [{exercise_id}] チェックの実行中に出た警告（点数には関係しません）: {noise}")
@@ -451,7 +451,7 @@ def tampering(source: str) -> str | None:
 def _error(exercise_id: str, text: str):
     import nbformat
 
-    line = f"⚠️ [{exercise_id}] {text}"
+    line = f"⚠️ 採点できません [{exercise_id}] {text}"
     return nbformat.v4.new_output("error", ename="Ch6GradeError", evalue=line, traceback=[line])
 
 
@@ -461,7 +461,9 @@ def _has_error(cell) -> bool:
 
 def _passed_line(cell, exercise_id: str) -> bool:
     text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-    return any(ln.startswith(f"✅ [{exercise_id}] ") for ln in text.splitlines())
+    from .._core import Status
+
+    return any(ln.startswith(f"{Status.PASS.label} [{exercise_id}] ") for ln in text.splitlines())
 
 
 def guard(nb, name: str) -> list[str]:
@@ -782,6 +784,7 @@ def validate(path: Path, timeout: int = CELL_TIMEOUT, out=print) -> bool:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    from .._core import Status
     from .submission import read_submission
 
     nb, why = read_submission(path)
@@ -819,7 +822,7 @@ def validate(path: Path, timeout: int = CELL_TIMEOUT, out=print) -> bool:
             failed.append(eid)
             lines = [o.get("evalue", "") or o.get("ename", "") for o in errors] or ["（エラー出力に何か書かれました）"]
             for line in dict.fromkeys(lines):
-                out(line if line.startswith(("❌", "⏳", "⚠️")) else f"❌ [{eid}] {line}")
+                out(line if line.startswith(("❌", "⏳", "⚠️")) else f"{Status.FAIL.label} [{eid}] {line}")
     total = sum(1 for c in nb.cells if test_exercise(c))
     if failed:
         out(f"検証に失敗しました: {path}（{total} 問中 {len(failed)} 問が通りません: {', '.join(failed)}）。")

@@ -82,7 +82,7 @@ def _details(console, group: list[Row]) -> None:
         if not bad:
             continue
         console.print(r.learner, style="bold", markup=False, highlight=False)
-        lines = [f"{bad[0].mark} {bad[0].message}"] if _one_reason(bad) else [x.line() for x in bad]
+        lines = [f"{bad[0].status.label} {bad[0].message}"] if _one_reason(bad) else [x.line() for x in bad]
         for line in lines:  # 読めないファイル: 理由は 1 つ
             console.print("  " + line, markup=False, highlight=False)
     console.print()

@@ -77,7 +77,7 @@ def test_a_replaced_ch6_and_display_do_not_change_the_results_and_are_flagged():
 
 def test_attack_1_grade_of_the_nbgrader_edition_replaced_under_an_alias():
     msgs, _ = kernel([TODO_6_1_5, "import ch6.grading.nbgrader as g\n"
-                      "g.grade = lambda *a, **k: print('✅ [6.1-5] 正解です。')\n"], ids=("6.1-5",))
+                      "g.grade = lambda *a, **k: print('✅ 正解 [6.1-5] 正解です。')\n"], ids=("6.1-5",))
     assert results(msgs) == {"6.1-5": "not_done"}
     assert ("replaced", "ch6.grading.nbgrader.grade") in flags(msgs), flags(msgs)
 

@@ -60,4 +60,4 @@ def test_one_status_vocabulary_and_one_table_of_marks():
         "pass": "✅", "fail": "❌", "error": "❌", "timeout": "❌", "crash": "❌", "not_done": "⏳",
         "internal": "⚠️", "missing": "⚠️", "not_graded": "⚠️", "tampered": "⚠️"}
     r = ch6.Result("6.1-1", "not_done", "x")
-    assert r.status is ch6.Status.NOT_DONE and r.line == "⏳ [6.1-1] x" and not r.ok
+    assert r.status is ch6.Status.NOT_DONE and r.line == "⏳ 未解答 [6.1-1] x" and not r.ok

@@ -124,7 +124,7 @@ def _executed(nb, lines: dict):
         if eid in lines:
             c.outputs = [nbformat.v4.new_output("stream", name="stdout", text=lines[eid] + "\n")]
         elif eid:
-            c.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=f"⏳ [{eid}] まだ", traceback=[])]
+            c.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=f"⏳ 未解答 [{eid}] まだ", traceback=[])]
 
 
 def test_guard_zeroes_grade_cells_after_code_that_replaces_the_checks():
@@ -133,7 +133,7 @@ def test_guard_zeroes_grade_cells_after_code_that_replaces_the_checks():
     ids = edition.course_notebook("6_1_vmap").ids
     setup = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code")
     nb.cells.insert(setup + 1, nbformat.v4.new_code_cell("ch6.run_check = lambda *a, **k: None"))
-    _executed(nb, {i: f"✅ [{i}] 正解です。" for i in ids})
+    _executed(nb, {i: f"✅ 正解 [{i}] 正解です。" for i in ids})
     said = edition.guard(nb, "6_1_vmap")
     assert len(said) == 1 and "採点のしくみに触れています" in said[0] and "ch6.run_check" in said[0]
     for c in nb.cells:
@@ -145,7 +145,7 @@ def test_guard_zeroes_a_grade_cell_that_shows_no_result_and_names_an_unreadable_
     nb = _exercise_notebook()
     edition.restore_grade_cells(nb, "6_1_vmap")
     ids = edition.course_notebook("6_1_vmap").ids
-    _executed(nb, {ids[0]: f"✅ [{ids[0]}] 正解です。"})
+    _executed(nb, {ids[0]: f"✅ 正解 [{ids[0]}] 正解です。"})
     silent = next(c for c in nb.cells if edition.test_exercise(c) == ids[1])
     silent.outputs = []  # 表示もエラーもない（エラーの報告が止められた）
     assert edition.guard(nb, "6_1_vmap") == []
@@ -178,9 +178,9 @@ def test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check(tmp_path
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                        env={"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "PATH": "/usr/bin:/bin"})
     got = {ln[:2]: ln[3:] for ln in p.stdout.splitlines() if ln[:2] in ("R0", "R1", "R2")}
-    assert got["R0"].startswith("True ✅ [6.1-1]"), p.stdout + p.stderr
-    assert got["R1"].startswith("False ⚠️ [6.1-2] time_major_apply が定義されていません"), p.stdout
-    assert got["R2"].startswith("False ⚠️ [6.1-1]") and "ch6.run_check" in got["R2"] and "0 点" in got["R2"], p.stdout
+    assert got["R0"].startswith("True ✅ 正解 [6.1-1]"), p.stdout + p.stderr
+    assert got["R1"].startswith("False ⚠️ 未定義 [6.1-2] time_major_apply が定義されていません"), p.stdout
+    assert got["R2"].startswith("False ⚠️ 採点できません [6.1-1]") and "ch6.run_check" in got["R2"] and "0 点" in got["R2"], p.stdout
 
 
 def test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr(tmp_path):

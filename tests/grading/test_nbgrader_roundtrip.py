@@ -266,8 +266,8 @@ def test_failing_test_cells_show_the_course_line(course):
     errors = _autograded(course, "student1")
     assert [e for e, v in errors.items() if v] == [e for e in IDS["6_1_vmap"] if e != RIGHT["6_1_vmap"]], errors
     wrong = WRONG["6_1_vmap"][0]
-    assert errors[wrong][0].startswith(f"❌ [{wrong}] ") and "\n" not in errors[wrong][0]
-    assert all(v[0].startswith(f"⏳ [{e}] ") for e, v in errors.items() if v and e != wrong)
+    assert errors[wrong][0].startswith(f"❌ 不正解 [{wrong}] ") and "\n" not in errors[wrong][0]
+    assert all(v[0].startswith(f"⏳ 未解答 [{e}] ") for e, v in errors.items() if v and e != wrong)
 
 
 def test_a_replaced_run_check_is_flagged_and_scores_zero(course):
@@ -367,4 +367,4 @@ def test_validate_passes_when_everything_is_right(course, tmp_path):
     assert f"すべての採点のセルが通りました（{len(IDS[name])} 問）" in ok.stdout, ok.stdout
     blank = run(f"python -m ch6.grading.nbgrader validate {course / 'release' / 'ps1' / f'{name}.ipynb'}",
                 tmp_path, env, check=False)
-    assert blank.returncode == 1 and f"⏳ [{IDS[name][0]}]" in blank.stdout, blank.stdout
+    assert blank.returncode == 1 and f"⏳ 未解答 [{IDS[name][0]}]" in blank.stdout, blank.stdout

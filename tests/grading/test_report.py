@@ -37,8 +37,8 @@ def test_table_with_details():
     assert "✅" in aoki and "⏳" in aoki and "1/2" in aoki
     assert ueda.count("⚠") == 2 and "\ufe0f" not in ueda and "0/2" in ueda
     assert "6.1-1 batched_predict（正解 1/2）, 6.1-2 predict_feature_major（正解 0/2）" in text
-    assert "  ⏳ [6.1-2] predict_feature_major: まだです。" in text
-    assert "  ⚠️ 空のファイルです。" in text and "[6.1-1] 空のファイル" not in text  # 同じ理由は 1 回
+    assert "  ⏳ 未解答 [6.1-2] predict_feature_major: まだです。" in text
+    assert "  ⚠️ 採点できません 空のファイルです。" in text and "[6.1-1] 空のファイル" not in text  # 同じ理由は 1 回
     assert "⚠️ s/x.ipynb: どの演習ノートブックか判別できません。" in text
 
 
