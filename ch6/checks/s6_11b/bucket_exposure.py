@@ -1,0 +1,131 @@
+"""6.11b-3 exposed_allreduce: 大きさの違う葉をバケットにまとめ、逆伝播と重ねて all-reduce したとき、見える通信の秒。
+
+約束（問題文）: 葉は逆伝播が勾配を作る順。前から順に、足しても bucket_bytes を超えないなら今のバケットに足し、超えるなら
+新しいバケットを始める（上限より大きい葉は、それだけで 1 つのバケット）。逆伝播は一定の速さでバイトを作るので、
+バケットがそろう時刻は t_backward × (そのバケットの最後の葉までのバイトの和) ÷ (全体のバイト)。all-reduce は 1 つずつ順に、
+バケットがそろい、前の all-reduce が終わってから始め、1 つの秒は cost.all_reduce_time(バケットのバイト, n, bw) + latency。
+答えは最後の all-reduce が終わる時刻 − t_backward。
+"""
+from __future__ import annotations
+
+import math
+
+from ...checking import Fail, call, exercise, n_devices
+from ...cost import all_gather_time, all_reduce_time, bucketed_allreduce_time
+from .common import as_seconds, exercise_rng
+
+RTOL = 1e-6
+
+
+def plan(sizes, bucket_bytes, kind=""):
+    """葉の番号のバケット（kind を渡すと、名指しする誤りのまとめ方）。"""
+    out, current, total = [], [], 0
+    for i, size in enumerate(sizes):
+        if kind == "oversized_joins" and size > bucket_bytes:
+            current.append(i)  # 上限より大きい葉を今のバケットに足してしまう
+            total += size
+            continue
+        full = total + size >= bucket_bytes if kind == "at_limit" else total + size > bucket_bytes
+        if kind == "over_limit":  # 足してから上限を超えたら閉じる（閉じたバケットは上限を超えている）
+            current.append(i)
+            total += size
+            if total > bucket_bytes:
+                out.append(current)
+                current, total = [], 0
+            continue
+        if current and full:
+            out.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += size
+    if current:
+        out.append(current)
+    return out
+
+
+def reference(sizes, bucket_bytes, n, bw, t_backward, latency, kind=""):
+    """正しい秒（kind を渡すと、名指しする誤りの秒）。"""
+    groups = plan(sizes, bucket_bytes, kind)
+    if kind == "equal_buckets":
+        return bucketed_allreduce_time(sum(sizes), n, bw, t_backward, len(groups), latency).exposed
+    grand = sum(sizes)
+    done = end = 0.0
+    times = []
+    for g in groups:
+        nbytes = sum(sizes[i] for i in g)
+        first = done + sizes[g[0]]
+        done += nbytes
+        ready = t_backward * (first if kind == "first_leaf" else done) / grand
+        if kind == "half":
+            t = all_gather_time(nbytes, n, bw)
+        elif kind == "no_n_factor":
+            t = 2 * nbytes / bw
+        else:
+            t = all_reduce_time(nbytes, n, bw)
+        t += 0.0 if kind == "no_latency" else latency
+        times.append(t)
+        end = max(end, ready) + t
+    if kind == "all_exposed":
+        return sum(times)
+    if kind == "last_only":
+        return times[-1]
+    if kind == "total":
+        return end
+    return end - t_backward
+
+
+def cases(rng, n_dev: int):
+    """(説明, sizes, bucket_bytes, n, bw, t_backward, latency)。"""
+    ring = n_dev + 3  # all-reduce のリングのデバイスの数（隠しの n）
+    mb = 1 << 20
+    base = [int(s) * mb for s in rng.integers(3, 9, size=5)]
+    sizes_a = [base[0], 20 * mb, base[2], 12 * mb - base[2], base[3], base[4]]  # 上限より大きい葉と、ちょうど上限の組
+    bw = float(rng.uniform(8e10, 2e11))
+    t_a = 1.4 * all_reduce_time(sum(sizes_a), ring, bw)        # 逆伝播のほうが長い
+    sizes_b = [int(s) * mb for s in rng.integers(2, 12, size=9)]
+    t_b = 0.3 * all_reduce_time(sum(sizes_b), ring + 2, bw)    # 通信律速
+    sizes_c = [5 * mb, 5 * mb, 30 * mb, 2 * mb, 7 * mb, 3 * mb]
+    return [
+        (f"{len(sizes_a)} 個の葉（上限 12 MiB）", sizes_a, 12 * mb, ring, bw, t_a, 2e-5),
+        (f"{len(sizes_b)} 個の葉・通信律速", sizes_b, 16 * mb, ring + 2, bw, t_b, 5e-5),
+        (f"{len(sizes_c)} 個の葉（上限 10 MiB）", sizes_c, 10 * mb, 2 * ring, 1.5 * bw, 0.02, 1e-4),
+    ]
+
+
+_MISTAKES = (
+    ("all_exposed", "すべてのバケットの all-reduce を見える通信として足しています。逆伝播と重なった分は隠れ、"
+                    "見えるのは逆伝播の終わりより後の分だけです。"),
+    ("last_only", "最後のバケットの all-reduce の秒だけを返しています。通信律速では前の all-reduce が終わるのを待つので、"
+                  "1 つずつ順に終わりの時刻を求めます。"),
+    ("total", "最後の all-reduce が終わる時刻を返しています。見える通信は、そこから t_backward を引いた秒です。"),
+    ("over_limit", "葉を足してから上限を超えたかを調べているので、上限を超えたバケットがあります。"
+                   "足すと超えるなら、先に新しいバケットを始めます。"),
+    ("at_limit", "ちょうど上限になる葉でも新しいバケットを始めています。足しても bucket_bytes を超えないなら、同じバケットに入れます。"),
+    ("oversized_joins", "上限より大きい葉を今のバケットに足しています。その葉は、それだけで 1 つのバケットにします。"),
+    ("first_leaf", "バケットの all-reduce を、最初の葉ができた時刻から始めています。始められるのは、バケットの最後の葉ができてからです。"),
+    ("no_latency", "1 回の all-reduce の秒に latency を足していません。バケットを増やすと、この固定の秒も回数だけ増えます。"),
+    ("half", "all-reduce の秒を all-gather の秒で数えています。リングの all-reduce は reduce-scatter と all-gather で、その 2 倍です。"),
+    ("no_n_factor", "all-reduce の秒が 2·バイト/bw で、(n − 1)/n がありません。cost.all_reduce_time(バイト, n, bw) を使います。"),
+    ("equal_buckets", "バケットを等しい大きさとして cost.bucketed_allreduce_time で求めています。"
+                      "ここでは葉の大きさが違うので、まとめたバケットのバイトとそろう時刻を 1 つずつ使います。"),
+)
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=RTOL, abs_tol=1e-12)
+
+
+@exercise("6.11b-3", "exposed_allreduce")
+def check_exposed_allreduce(fn):
+    todo = cases(exercise_rng(3), n_devices())
+    got = [as_seconds(call(fn, list(sizes), bb, n, bw, tb, lat), label) for label, sizes, bb, n, bw, tb, lat in todo]
+    want = [reference(*case[1:]) for case in todo]
+    if all(_same(g, w) for g, w in zip(got, want)):
+        return (f"大きさの違う葉の {len(todo)} 通り（上限より大きい葉、ちょうど上限、通信律速）で一致しました"
+                f"（例: {todo[0][0]} → {want[0] * 1e3:.3f} ms）。")
+    for kind, message in _MISTAKES:
+        if all(_same(g, reference(*case[1:], kind=kind)) for g, case in zip(got, todo)):
+            raise Fail(message)
+    i = next(i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w))
+    raise Fail(f"{todo[i][0]}: 見える通信は {want[i] * 1e3:.4g} ms のはずが {got[i] * 1e3:.4g} ms でした。"
+               "バケットのまとめ方と、各 all-reduce の始まり（そろう時刻と前の終わりの遅いほう）を確かめましょう。")

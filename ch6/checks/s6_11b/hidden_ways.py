@@ -1,0 +1,101 @@
+"""6.11b-2 max_hidden_ways: collective matmul（all-gather の形）の通信が行列積の裏に隠れる、最大の並列数。
+
+条件は N/n ≥ b·C/(2W)（W は one なら link_oneway、two なら axis_bw）。答えは 1..n_max のうち条件を満たす最大の n で、
+満たすものがなければ 1（1 デバイスは送らない）。差が相対 1e-9 以内なら等しいとみなし、等しいときは隠れる。
+隠しのチップの行（ch6.checks.chips.hidden_chip: TPU と GPU）で、一方向と双方向、bf16・float32・int8、上限 n_max が
+効く場面と効かない場面、しきい値とちょうど等しくなる場面を確かめます。
+"""
+from __future__ import annotations
+
+import math
+
+from ...checking import Fail, call, exercise, n_devices
+from ..chips import hidden_chip, with_values
+from .common import as_int, exercise_rng
+
+TOL = 1e-9
+
+
+def reference(hw, n_out, n_max, bytes_per_value=2, direction="one", kind=""):
+    """正しい答え（kind を渡すと、名指しする誤りの答え）。"""
+    if kind == "hbm":
+        bw = hw.hbm_bw
+    elif kind == "always_oneway" or (direction == "one" and kind != "always_axis"):
+        bw = hw.link_oneway
+    elif kind == "doubled":
+        bw = 2 * hw.link_oneway
+    else:
+        bw = hw.axis_bw
+    b = 2 if kind == "bytes_fixed" else bytes_per_value
+    threshold = b * hw.flops / ((1 if kind == "no_factor2" else 2) * bw)
+    if kind == "no_divide":
+        return n_max if n_out >= threshold * (1 - TOL) else 1
+    ratio = n_out / threshold
+    if kind == "strict":
+        best = math.ceil(ratio * (1 - TOL)) - 1
+    elif kind == "ceil":
+        best = math.ceil(ratio * (1 - TOL))
+    elif kind == "round":
+        best = round(ratio)
+    else:
+        best = math.floor(ratio * (1 + TOL))
+    if kind != "no_cap":
+        best = min(best, n_max)
+    return best if kind == "zero" else max(1, best)
+
+
+def cases(rng, n_dev: int):
+    """(説明, hw, n_out, n_max, bytes_per_value, direction)。"""
+    tpu = hidden_chip(rng, "TPU", "隠しの TPU", torus_axes=2)
+    gpu = hidden_chip(rng, "GPU", "隠しの GPU")
+    tie = with_values(tpu, name="隠しの TPU（境目）", flops=2e14, ici_link_oneway=5e10)  # 一方向のしきい値 4000
+    t1 = tpu.flops / tpu.link_oneway          # bf16 の一方向のしきい値
+    g1 = gpu.flops / gpu.link_oneway
+    big = 8 * n_dev + 24
+    return [
+        ("隠しの TPU・一方向・bf16", tpu, int(7.6 * t1), big, 2, "one"),
+        ("隠しの TPU・双方向・bf16", tpu, int(7.6 * t1), big, 2, "two"),
+        ("隠しの TPU・双方向・float32", tpu, int(9.3 * t1), big, 4, "two"),
+        ("隠しの TPU・一方向・int8", tpu, int(3.4 * t1), big, 1, "one"),
+        ("隠しの GPU・双方向・bf16", gpu, int(5.7 * g1), big, 2, "two"),
+        ("隠しの GPU・一方向・bf16", gpu, int(2.5 * g1), big, 2, "one"),
+        (f"隠しの TPU・双方向・上限 {n_dev + 2}", tpu, int(40.5 * t1), n_dev + 2, 2, "two"),
+        ("隠しの TPU（境目）・一方向", tie, 12_000, big, 2, "one"),
+        ("隠しの TPU・幅がしきい値より狭い", tpu, int(0.6 * t1), big, 2, "one"),
+    ]
+
+
+_MISTAKES = (
+    ("always_oneway", "双方向でも片方向のリンク link_oneway で割っています。双方向のリングは両方向の axis_bw で送れます。"),
+    ("always_axis", "一方向でも両方向の帯域 axis_bw で割っています。一方向のリングが使うのはリンク 1 本の片方向 link_oneway です。"),
+    ("doubled", "双方向で link_oneway を 2 倍にしています。GPU の NVLink は出口が 1 つなので、hw.axis_bw を使います。"),
+    ("hbm", "HBM の帯域 hbm_bw で割っています。チップ間の送信は link_oneway か axis_bw で割ります。"),
+    ("bytes_fixed", "1 値のバイトを 2 と決めています。送るバイトは bytes_per_value に比例します。"),
+    ("no_factor2", "行列積の FLOP を m·k·n と数えています。掛け算と足し算で 2·m·k·n なので、しきい値は b·C/(2W) です。"),
+    ("no_divide", "出力の幅 n_out を並列数で割らずに比べています。1 デバイスの幅 n_out / n がしきい値以上なら隠れます。"),
+    ("strict", "しきい値とちょうど等しい幅を、隠れないとしています。T_comm ≤ T_math なら隠れるので、等しいときも含めます。"),
+    ("ceil", "n_out / しきい値 を切り上げています。それより大きい n では 1 デバイスの幅がしきい値を下回るので、切り捨てます。"),
+    ("round", "n_out / しきい値 を四捨五入しています。条件を満たす最大の整数は切り捨てです。"),
+    ("no_cap", "上限 n_max を超える並列数を返しています。答えは 1 から n_max の中から選びます。"),
+    ("zero", "幅がしきい値より狭いとき 0 を返しています。1 デバイスなら送らないので、答えは 1 以上です。"),
+)
+
+
+@exercise("6.11b-2", "max_hidden_ways")
+def check_max_hidden_ways(fn):
+    todo = cases(exercise_rng(2), n_devices())
+    got = []
+    for label, hw, n_out, n_max, b, direction in todo:
+        got.append(as_int(call(fn, hw, n_out, n_max, b, direction), label))
+    want = [reference(*case[1:]) for case in todo]
+    if got == want:
+        return (f"隠しのチップの行で {len(todo)} 通り（一方向と双方向、GPU、上限、ちょうど等しい境目）が一致しました"
+                f"（例: {todo[1][0]} → {want[1]} 並列）。")
+    for kind, message in _MISTAKES:
+        if got == [reference(*case[1:], kind=kind) for case in todo]:
+            raise Fail(message)
+    i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    label = todo[i][0]
+    if got[i] < 1:
+        raise Fail(f"{label}: 並列数は 1 以上のはずが {got[i]} でした。1 デバイスなら送らないので、答えは 1 以上です。")
+    raise Fail(f"{label}: 答えは {want[i]} 並列のはずが {got[i]} でした。帯域と 1 値のバイト、n で割る位置を確かめましょう。")

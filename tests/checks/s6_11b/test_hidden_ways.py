@@ -1,0 +1,78 @@
+"""6.11b-2 max_hidden_ways: 正しい答え（数えても式でも、cost.hiding_width でも）は通り、自然な誤りはそれぞれの言葉で落ちる。"""
+import math
+
+from ch6 import Status, cost
+from ch6.checks.s6_11b.common import exercise_rng
+from ch6.checks.s6_11b.hidden_ways import _MISTAKES, cases, reference
+from tests.checkhelp import N, boom, expect, not_done
+
+
+def by_counting(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+    bw = hw.axis_bw if direction == "two" else hw.link_oneway
+    threshold = bytes_per_value * hw.flops / (2 * bw)
+    best = 1
+    for ways in range(1, n_max + 1):
+        if n_out / ways >= threshold * (1 - 1e-9):
+            best = ways
+    return best
+
+
+def by_formula(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+    h = cost.hiding_width(hw, bytes_per_value, direction)
+    return max(1, min(n_max, math.floor(n_out / h * (1 + 1e-9))))
+
+
+def by_times(hw, n_out, n_max, bytes_per_value=2, direction="one"):  # T_comm ≤ T_math をそのまま比べる
+    best = 1
+    for ways in range(2, n_max + 1):
+        t = cost.collective_matmul_times(hw, 4096 * ways, 1024, n_out, ways, bytes_per_value, direction)
+        if t.comm <= t.math * (1 + 1e-9):
+            best = ways
+    return best
+
+
+def variant(kind):
+    return lambda hw, n_out, n_max, b=2, direction="one": reference(hw, n_out, n_max, b, direction, kind=kind)
+
+
+def test_every_named_mistake_changes_some_hidden_answer():
+    todo = cases(exercise_rng(2), N)
+    want = [reference(*c[1:]) for c in todo]
+    for kind, _ in _MISTAKES:
+        assert [reference(*c[1:], kind=kind) for c in todo] != want, kind
+
+
+def test_reference_and_other_correct_answers_pass():
+    expect("6.11b-2", by_counting, Status.PASS, "9 通り", "境目")
+    expect("6.11b-2", by_formula, Status.PASS)
+    expect("6.11b-2", by_times, Status.PASS)
+
+
+def test_bandwidth_mistakes_are_named():
+    expect("6.11b-2", variant("always_oneway"), Status.FAIL, "link_oneway", "axis_bw")
+    expect("6.11b-2", variant("always_axis"), Status.FAIL, "一方向でも", "link_oneway")
+    expect("6.11b-2", variant("doubled"), Status.FAIL, "NVLink", "出口が 1 つ")
+    expect("6.11b-2", variant("hbm"), Status.FAIL, "hbm_bw")
+
+
+def test_bytes_and_flops_mistakes_are_named():
+    expect("6.11b-2", variant("bytes_fixed"), Status.FAIL, "bytes_per_value")
+    expect("6.11b-2", variant("no_factor2"), Status.FAIL, "2·m·k·n", "b·C/(2W)")
+
+
+def test_division_and_rounding_mistakes_are_named():
+    expect("6.11b-2", variant("no_divide"), Status.FAIL, "割らずに", "n_out / n")
+    expect("6.11b-2", variant("strict"), Status.FAIL, "ちょうど等しい", "T_comm ≤ T_math")
+    expect("6.11b-2", variant("ceil"), Status.FAIL, "切り上げ", "切り捨て")
+    expect("6.11b-2", variant("round"), Status.FAIL, "四捨五入")
+    expect("6.11b-2", variant("no_cap"), Status.FAIL, "n_max")
+    expect("6.11b-2", variant("zero"), Status.FAIL, "0 を返して", "1 以上")
+
+
+def test_wrong_types_and_unnamed_errors():
+    expect("6.11b-2", lambda *a: float(by_counting(*a)), Status.FAIL, "浮動小数", "int")
+    expect("6.11b-2", lambda *a: True, Status.FAIL, "真偽値")
+    expect("6.11b-2", lambda *a: "3", Status.FAIL, "str")
+    expect("6.11b-2", lambda *a: by_counting(*a) + (a[1] > 20_000), Status.FAIL, "並列のはずが")
+    expect("6.11b-2", not_done, Status.NOT_DONE)
+    expect("6.11b-2", boom, Status.ERROR, "ZeroDivisionError")
