@@ -1,8 +1,11 @@
 """6.7-3 fewest_microbatches: 参照と別の正解は通り、いちばん大きい k、予算ちょうどを飛ばす（<）、2 のべき乗だけ、
 None を返さない、一時領域の値の違い、引数や出力まで数える答え、static_argnums を忘れる答えはそれぞれの言葉で落ちる。"""
+import types
+
 import jax
 import pytest
 
+from ch6.checking import CANNOT_TELL
 from tests.checkhelp import boom, expect, not_done
 
 
@@ -40,7 +43,7 @@ def measure_all(accumulate, loss_fn, params, batch, budget):
 
 @pytest.mark.parametrize("fn", [make(), measure_all])
 def test_correct(fn):
-    expect("6.7-3", fn, "pass", "正解", "5 つの予算")
+    expect("6.7-3", fn, "pass", "正解", "6 つの予算", "どれも収まらない")
 
 
 def test_wrong_answers_are_named():
@@ -83,3 +86,36 @@ def test_jit_without_static_arguments_is_explained():
 def test_not_done_and_learner_error():
     expect("6.7-3", not_done, "not_done", "まだ解答されていません")
     expect("6.7-3", boom, "error", "ZeroDivisionError")
+
+
+def test_tries_on_every_k_and_carried_temps_and_bare_none_are_named():
+    # 1..B のすべての k: 約数でない k=5 で reshape がエラーになる（どれも収まらない予算でそこまで進む）
+    expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "k=5 は 12 の約数ではない", "reshape")
+    expect("6.7-3", make(none=None), "fail", "2 つ組")  # 収まらないとき (None, None) でなく None だけ
+
+    def carries_first_temp(acc, f, p, b, budget):
+        k, _ = make()(acc, f, p, b, budget)
+        return (k, None if k is None else _temp(acc, f, p, b, 1))
+    expect("6.7-3", carries_first_temp, "fail", "一時領域は k=1 の", "選んだ k でコンパイルした")
+
+
+@pytest.fixture(params=[0, 4096], ids=["temp0", "temp-flat"])
+def chip_memory(request, monkeypatch):
+    """TPU のように、memory_analysis() の一時領域が k によらず同じ（v5e で scan の k=1..6 はどれも 0）。"""
+    real = jax.stages.Compiled.memory_analysis
+
+    def flat(self):
+        m = real(self)
+        return types.SimpleNamespace(temp_size_in_bytes=request.param, argument_size_in_bytes=m.argument_size_in_bytes,
+                                     output_size_in_bytes=m.output_size_in_bytes)
+    monkeypatch.setattr(jax.stages.Compiled, "memory_analysis", flat)
+
+
+def test_on_a_chip_whose_temps_do_not_change_with_k(chip_memory):
+    # 見分けられる誤りは落ち、見分けられない誤りは ✅ の行が「確かめられません」と断る
+    msg = expect("6.7-3", make(), "pass", "正解", CANNOT_TELL, "2 のべき乗だけを試す誤り", "k=1 の一時領域を返す誤り")
+    assert "予算ちょうどを収まらないとする誤り" not in msg
+    expect("6.7-3", make(none=None), "fail", "2 つ組")
+    expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "約数ではない", "reshape")
+    expect("6.7-3", make(strict=True), "fail", "予算ちょうどを収まらないとした", "<=")
+    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "pass", CANNOT_TELL)
