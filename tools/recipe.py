@@ -25,14 +25,17 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nbinputs  # (何が出力を決めるか・台帳: twins.py と共用。twins.py はこのファイルを読み込まない)
+from nbinputs import cell_sources, section_of
+
+ROOT = nbinputs.ROOT
 PY = sys.executable
 CHECK_DEVICES = (1, 2, 3, 8)
 STAMPS = ROOT / "build" / "recipe"
@@ -41,14 +44,6 @@ JOBS = os.environ.get("JOBS", "2")
 FAST_TESTS = ("tests/grading", "tests/test_consistency.py", "tests/tools", "tests/test_public_api.py",
               "tests/test_glossary.py", "tests/test_references.py")
 Step = tuple[str, "list[str] | Callable[[], int]"]
-
-
-def section_of(name: str) -> str:
-    """"6_3a_sharding" -> "s6_3a"（ch6/checks と tests/checks のフォルダ名）。"""
-    m = re.match(r"^(\d+)_(\d+[a-z]?)_", name)
-    if not m:
-        raise SystemExit(f"{name}: a notebook name looks like 6_2_pmap")
-    return f"s{m.group(1)}_{m.group(2)}"
 
 
 def exercise_prefix(name: str) -> str:
@@ -64,125 +59,25 @@ def _git(*args: str) -> str:
     return p.stdout if p.returncode == 0 else ""
 
 
-def _cell_sources(text: str) -> list:
-    nb = json.loads(text)
-    return [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"],
-             c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
-
-
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(ch6(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
-                     r"|import[ \t]+(ch6(?:\.\w+)*))", re.M)
-# どのノートブックの出力にも効くモジュール（最初のセルの ch6.setup()、表示、チェックの実行）
-_ALWAYS = ("ch6/__init__.py", "ch6/env.py", "ch6/runtime.py", "ch6/show.py", "ch6/_core.py")
-
-
-def _module_files(name: str) -> list[Path]:
-    """ch6.x.y → そのファイル。ch6 の下のパッケージ（ch6.draw、ch6.capstone …）なら、そのフォルダのすべての .py と
-    データのファイル（相対 import や、スクリプトとして起動するファイルも入る）。ch6 そのものは __init__.py だけ。ないものは []。"""
-    base = ROOT.joinpath(*name.split("."))
-    if base.is_dir():
-        top = base == ROOT / "ch6"
-        return sorted(p for p in base.iterdir() if p.is_file() and (
-            p.name == "__init__.py" or p.suffix in (".txt", ".json", ".toml") or (p.suffix == ".py" and not top)))
-    return [base.with_suffix(".py")] if base.with_suffix(".py").exists() else []
-
-
-def _ch6_imports(text: str) -> set[str]:
-    names = set()
-    for m in _IMPORT.finditer(text):
-        if m.group(3):
-            names.add(m.group(3))
-            continue
-        names.add(m.group(1))
-        for item in m.group(2).replace("(", " ").replace(")", " ").split(","):
-            word = item.split(" as ")[0].strip()
-            if word:
-                names.add(f"{m.group(1)}.{word}")
-    return names
-
-
-def _library_inputs(sources: str) -> list[Path]:
-    """ノートブックのソースが（直接または間接に）読み込む ch6 のファイル。変わると出力が変わりうる。"""
-    seen: set[Path] = set()
-    todo = sorted(_ch6_imports(sources)) + [p[:-3].replace("/", ".") for p in _ALWAYS]
-    while todo:
-        for f in _module_files(todo.pop()):
-            if f in seen:
-                continue
-            seen.add(f)
-            if f.suffix == ".py":
-                todo.extend(sorted(_ch6_imports(f.read_text(encoding="utf-8"))))
-                if f.parent != ROOT / "ch6":  # パッケージの中のファイル: そのパッケージ全体
-                    todo.append(f.parent.relative_to(ROOT).as_posix().replace("/", "."))
-    return sorted(seen)
-
-
-def _inputs(nb: Path) -> list[Path]:
-    """nb の出力を決めるファイル: ノートブックが読み込む ch6 のモジュール（間接のものも）。
-    解答なら、その節のチェックと ch6/checking.py も（チェックの言葉が出力に出る）。"""
-    text = nb.read_text(encoding="utf-8") if nb.exists() else ""
-    sources = "\n".join(src for _, src, _ in _cell_sources(text)) if text else ""
-    out = _library_inputs(sources)
-    if nb.parent.name == "solutions":
-        checks = ROOT / "ch6" / "checks" / section_of(nb.stem)
-        out += sorted(checks.glob("*.py")) + [ROOT / "ch6" / "checking.py"]
-    return sorted(set(out))
-
-
-# ノートブックを最後に実行したとき、その出力を決める ch6 のファイルがどうだったか（twins.execute が書く）。
-# make quick の tests/tools/test_fresh_outputs.py が今のファイルと比べ、古い出力（数値・図）を名指しする
-LEDGER = ROOT / "tools" / "executed_inputs.json"
-
-
-def input_hashes(nb: Path) -> dict[str, str]:
-    """nb の出力を決める ch6 のファイル（_inputs）ごとの短いハッシュ。"""
-    return {p.relative_to(ROOT).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:12]
-            for p in _inputs(nb) if p.exists()}
-
-
-def _ledger_key(nb: Path) -> str:
-    return nb.resolve().relative_to(ROOT).with_suffix(".ipynb").as_posix()
-
-
-def record_inputs(nb: Path) -> None:
-    """実行したばかりの nb の入力を台帳に書く（同時に実行するプロセスがあっても、ほかの行は消さない）。"""
-    import fcntl
-
-    with open(LEDGER.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ledger = json.loads(LEDGER.read_text(encoding="utf-8")) if LEDGER.exists() else {}
-        ledger[_ledger_key(nb)] = input_hashes(nb)
-        LEDGER.write_text(json.dumps(dict(sorted(ledger.items())), indent=1, ensure_ascii=False) + "\n",
-                          encoding="utf-8")
-
-
-def stale_inputs(nb: Path) -> dict[str, str]:
-    """最後の実行のあとで変わった（増えた・消えた）入力: {ファイル: "changed" | "new" | "gone" | "never"}。"""
-    ledger = json.loads(LEDGER.read_text(encoding="utf-8")) if LEDGER.exists() else {}
-    then = ledger.get(_ledger_key(nb))
-    if then is None:
-        return {_ledger_key(nb): "never"}
-    now = input_hashes(nb)
-    out = {f: "changed" for f in now if f in then and now[f] != then[f]}
-    out |= {f: "new" for f in now if f not in then}
-    out |= {f: "gone" for f in then if f not in now}
-    return out
+def _head_bytes(rel: str) -> bytes | None:
+    p = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=ROOT, capture_output=True)
+    return p.stdout if p.returncode == 0 else None
 
 
 def fingerprint(nb: Path, *, head: bool = False) -> str | None:
-    """nb のソースと、出力を決めるファイルのハッシュ（head=True なら HEAD の版。HEAD になければ None）。"""
-    def read(p: Path) -> str | None:
-        rel = p.relative_to(ROOT).as_posix()
+    """nb のソースと、出力を決めるファイル（データのファイルも、中身のバイト列で）のハッシュ
+    （head=True なら HEAD の版。HEAD になければ None）。"""
+    def read(p: Path) -> bytes | None:
         if head:
-            return _git("show", f"HEAD:{rel}") or None
-        return p.read_text(encoding="utf-8") if p.exists() else None
+            return _head_bytes(p.relative_to(ROOT).as_posix())
+        return p.read_bytes() if p.exists() else None
 
     text = read(nb)
     if text is None:
         return None
-    h = hashlib.sha256(json.dumps(_cell_sources(text), ensure_ascii=False).encode())
-    for p in _inputs(nb):
-        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + (read(p) or "").encode())
+    h = hashlib.sha256(json.dumps(cell_sources(text.decode("utf-8")), ensure_ascii=False).encode())
+    for p in nbinputs.inputs(nb):
+        h.update(p.relative_to(ROOT).as_posix().encode() + b"\0" + (read(p) or b""))
     return h.hexdigest()
 
 
@@ -190,9 +85,18 @@ def _stamp(nb: Path) -> Path:
     return STAMPS / f"{nb.parent.name}.{nb.stem}.sha256"
 
 
+def write_stamp(nb: Path) -> None:
+    """この手順で実行したときの印（入力の数え方の版つき: 数え方が変わった古い印は使わず、HEAD と比べる）。"""
+    STAMPS.mkdir(parents=True, exist_ok=True)
+    _stamp(nb).write_text(f"{nbinputs.RESOLVER}:{fingerprint(nb)}\n")
+
+
 def needs_execution(nb: Path) -> bool:
     """前に実行したとき（この手順の印、なければ HEAD）からソースか入力が変わったか。"""
-    last = _stamp(nb).read_text().strip() if _stamp(nb).exists() else fingerprint(nb, head=True)
+    stamp = _stamp(nb).read_text().strip() if _stamp(nb).exists() else ""
+    version, _, last = stamp.rpartition(":")
+    if version != nbinputs.RESOLVER:
+        last = fingerprint(nb, head=True)
     return last is None or fingerprint(nb) != last
 
 
@@ -238,8 +142,7 @@ def sync_and_execute(paired: list[Path], force: bool) -> int:
         if kept:
             twins.write_twins(nb)
             print(f"{rel}: {kept} nbval-ignore-output cell(s) unchanged in source keep HEAD's outputs")
-        STAMPS.mkdir(parents=True, exist_ok=True)
-        _stamp(nb).write_text(fingerprint(nb) + "\n")
+        write_stamp(nb)
         executed.append(nb)
     solutions = [nb for nb in executed if nb.parent.name == "solutions"]
     if solutions:
@@ -295,20 +198,29 @@ def expected_outputs(name: str) -> set[str]:
     return out
 
 
-def dependents(module: str) -> list[Path]:
-    """module（"ch6/lm.py"、"ch6.lm"、"ch6/capstone" のどれでも）を直接または間接に読み込むノートブック
-    （notebooks/ と solutions/ の .ipynb。解答はその節のチェックも入力）。make notebook と同じ _inputs で数える。"""
-    rel = module.removesuffix(".py").replace(".", "/") if not module.endswith((".txt", ".json", ".toml")) else module
-    target = (ROOT / rel).resolve()
-    wanted = {target} if target.is_dir() or target.suffix else {target.with_suffix(".py")}
-    if target.is_dir():
-        wanted = {p.resolve() for p in target.rglob("*") if p.is_file()}
-    if not any(p.exists() for p in wanted):
+def _targets(module: str) -> set[Path]:
+    """MOD= の指すファイル: パス（拡張子は何でも: ch6/nbval_sanitize.cfg、ch6/capstone/corpus.txt）、フォルダ
+    （ch6/capstone、ch6/data/traces: その下のすべてのファイル）、またはモジュールの名前（ch6.lm）。"""
+    path = (ROOT / module).resolve()
+    if not path.exists() and not module.endswith(".py") and "/" not in module:
+        path = (ROOT / module.replace(".", "/")).resolve()
+        path = path if path.is_dir() else path.with_suffix(".py")
+    if path.is_dir():
+        return {p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    if not path.is_file():
         raise SystemExit(f"{module}: no such module or file under {ROOT.name}/")
+    return {path}
+
+
+def dependents(module: str) -> list[Path]:
+    """module（"ch6/lm.py"、"ch6.lm"、"ch6/capstone"、"ch6/nbval_sanitize.cfg" のどれでも）に依存するノートブック
+    （notebooks/ と solutions/ の .ipynb）: 直接または間接に（相対の import も）読み込むか、読み込んだモジュールが
+    そのデータのファイルを読むもの。解答はその節のチェックも入力。make notebook と同じ nbinputs.inputs で数える。"""
+    wanted = _targets(module)
     out = []
     for folder in ("notebooks", "solutions"):
         for nb in sorted((ROOT / folder).glob("*.ipynb")):
-            if wanted & {p.resolve() for p in _inputs(nb)}:
+            if wanted & {p.resolve() for p in nbinputs.inputs(nb)}:
                 out.append(nb)
     return out
 

@@ -328,9 +328,9 @@ def execute(nb_path: Path, devices: int) -> float:
     nbrun.write(nb, nb_path)
     write_twins(nb_path)
     sys.path.insert(0, str(ROOT / "tools"))
-    import recipe
+    import nbinputs
 
-    recipe.record_inputs(nb_path)  # 出力がどの版の ch6 から作られたか（make quick が古い出力を名指しする）
+    nbinputs.record_inputs(nb_path)  # 出力がどの版の ch6 から作られたか（make quick が古い出力を名指しする）
     return secs
 
 
