@@ -92,7 +92,9 @@ def check_ulysses_attention(fn):
             raise Fail("jaxpr に all_to_all がありません。lax.all_to_all で系列の分割をヘッドの分割に入れ替えます。")
         if any(not e.params.get("tiled", False) for e in a2a):
             raise Fail("all_to_all が tiled=False なので、新しい軸が増えます。tiled=True で、受け取った分をつなぐ軸に連結します。")
-        axes = [(int(e.params["split_axis"]), int(e.params["concat_axis"])) for e in a2a]
+        # 負の軸の番号（split_axis=-3 など）も正解: 配列の次元の数で 0 以上の番号にそろえる
+        axes = [(int(e.params["split_axis"]) % max(1, len(e.invars[0].aval.shape)),
+                 int(e.params["concat_axis"]) % max(1, len(e.invars[0].aval.shape))) for e in a2a]
         if all(len(e.invars[0].aval.shape) == 3 for e in a2a):   # q, k, v を別々に送った場合: 軸の番号を直接確かめる
             if axes[0] == (1, 0):
                 raise Fail("最初の all_to_all が split_axis=1, concat_axis=0 で、本編の (系列, ヘッド, 次元) の並びの軸です。"

@@ -139,3 +139,12 @@ def test_local_attention_only_is_named():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_negative_axis_numbers_pass():
+    # 軸の番号は負でもよい（問題文は番号の書き方を決めていない）
+    def stacked_negative(q, k, v):
+        qkv = lax.all_to_all(jnp.stack([q, k, v]), "seq", split_axis=-3, concat_axis=-2, tiled=True)
+        return lax.all_to_all(attention_hsd(*qkv), "seq", split_axis=-2, concat_axis=-3, tiled=True)
+    expect(EX, stacked_negative, Status.PASS)
+    expect(EX, make(fwd=(-3, -2), back=(-2, -3)), Status.PASS, "all_to_all は 4 回")
