@@ -159,3 +159,15 @@ def test_generic_messages_name_the_case():
 def test_not_done_and_learner_error():
     expect("6.7-4", not_done, "not_done", "まだ解答されていません")
     expect("6.7-4", boom, "error", "ZeroDivisionError")
+
+
+def test_lowered_cost_analysis_that_returns_none_on_a_chip_is_explained(monkeypatch):
+    # TPU v5e（JAX 0.10）では、コンパイル前の Lowered.cost_analysis() が None を返す
+    monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: None)
+    _MEASURED.clear()
+    try:
+        msg = expect("6.7-4", chooser(lowered=True), "fail", "None を返す", "compile().cost_analysis()")
+        assert "NoneType" not in msg
+        expect("6.7-4", ref, "pass", "正解")  # コンパイルしてから読む答えはそのまま通る
+    finally:
+        _MEASURED.clear()
