@@ -23,7 +23,8 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbrun::test_execute_runs_top_to_bottom",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
-              "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades")
+              "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
+              "test_own_checkout::test_pytest_refuses_to_start_when_kernels_would_import_another_checkout")
 # 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
 # カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
 # （make test を 2 コアで 5 分に収めるため）
@@ -60,6 +61,7 @@ def pytest_configure(config):
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
     os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    _own_checkout(config)
     # 採点は提出物を隔離して実行します（ch6.grading.isolate）。名前空間を使えないマシン（そういうコンテナの CI など）では、
     # 採点のテストは隔離なし（1 冊ごとの確かめつき）で動かします。拒否と両方の方法は tests/grading/test_isolate*.py が試します
     from ch6.grading import isolate
@@ -67,6 +69,26 @@ def pytest_configure(config):
     if isolate.mode() is None:
         os.environ[isolate.ENV_UNISOLATED] = "1"
     _ignore_stderr()
+
+
+def _own_checkout(config):
+    """テストも、テストが起動するカーネル・プロセスも、このチェックアウトの ch6 を読み込むこと（共有の環境で編集可能な
+    インストールが別のチェックアウトを指していると、黙ってそちらを試してしまう）。xdist の親で 1 回だけ。"""
+    if hasattr(config, "workerinput"):
+        return
+    from pathlib import Path
+
+    import ch6
+    from ch6 import nbrun
+
+    own = Path(config.rootpath).resolve() / "ch6"
+    if Path(ch6.__file__).resolve().parent != own:
+        raise pytest.UsageError(f"conftest.py: the tests import ch6 from {Path(ch6.__file__).resolve().parent}, "
+                                f"not from this checkout's {own}")
+    try:
+        nbrun.check_own_ch6(config.rootpath)
+    except nbrun.OtherCheckout as err:
+        raise pytest.UsageError(f"conftest.py: {err}") from None
 
 
 def _ignore_stderr():

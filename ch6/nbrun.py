@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +25,55 @@ def kernel_env(devices: int = DEFAULT_DEVICES, platforms: str | None = "cpu") ->
         env["JAX_PLATFORMS"] = platforms
     env.setdefault("PYTHONHASHSEED", "0")
     return env
+
+
+class OtherCheckout(RuntimeError):
+    """カーネル（またはテスト、道具）が読み込む ch6 が、このチェックアウトのものではない。"""
+
+
+def kernel_python(kernel_name: str = "python3") -> str:
+    """kernel_name のカーネルを起動する Python（jupyter_client と同じく、"python" はこのプロセスの Python）。"""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        exe = KernelSpecManager().get_kernel_spec(kernel_name).argv[0]
+    except Exception:  # カーネルの指定が見つからない: jupyter_client も既定ではこの Python を使う
+        return sys.executable
+    return sys.executable if re.fullmatch(r"python(\d+(\.\d+)?)?", exe) else exe
+
+
+def kernel_ch6(cwd: str | os.PathLike, env: dict | None = None) -> Path | None:
+    """cwd で env を渡して起動したカーネルが ``import ch6`` で読み込むパッケージのフォルダ（読み込まずに探す）。"""
+    code = "import importlib.util as u; s = u.find_spec('ch6'); print(s.origin if s and s.origin else '')"
+    p = subprocess.run([kernel_python(), "-c", code], cwd=cwd, env=env if env is not None else kernel_env(),
+                       capture_output=True, text=True)
+    origin = p.stdout.strip()
+    return Path(origin).resolve().parent if p.returncode == 0 and origin else None
+
+
+_CHECKED: set[str] = set()
+
+
+def check_own_ch6(checkout: str | os.PathLike, cwd: str | os.PathLike | None = None, env: dict | None = None) -> None:
+    """チェックアウト checkout の道具やテストが起動するカーネルが、そのチェックアウトの ch6 を読み込むことを確かめる。
+
+    共有の環境で、編集可能なインストール（pip install -e）が別のチェックアウトを指していると、カーネルは黙って
+    そちらの ch6 を読み込み、出力も台帳も別のコードのものになります。違えば両方のパスを挙げて OtherCheckout。
+    同じ checkout・cwd では 1 プロセスに 1 回だけ確かめます。"""
+    checkout = Path(checkout).resolve()
+    cwd = Path(cwd) if cwd is not None else checkout / "notebooks"
+    cwd = cwd if cwd.is_dir() else checkout
+    key = f"{checkout}\0{cwd}"
+    if key in _CHECKED:
+        return
+    own, found = checkout / "ch6", kernel_ch6(cwd, env)
+    if found != own:
+        raise OtherCheckout(
+            f"kernels started from {cwd} import ch6 from {found or '(nowhere: ch6 is not installed)'}, not from this "
+            f"checkout's {own}. The environment of {kernel_python()} (its editable install, or PYTHONPATH) points "
+            f"at another checkout (or none): run `{kernel_python()} -m pip install --no-deps -e {checkout}`, or use "
+            f"this checkout's own .venv (make test creates it).")
+    _CHECKED.add(key)
 
 
 def sanitizers() -> list[tuple[re.Pattern, str]]:

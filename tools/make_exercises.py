@@ -107,6 +107,7 @@ def main(argv=None) -> int:
                      for c in nbrun.read(target).cells):
                 stale.append(f"{sol.name} (not executed)")
             continue
+        nbrun.check_own_ch6(ROOT, cwd=target.parent, env=nbrun.kernel_env(args.devices))
         ex, secs = nbrun.execute(ex, cwd=target.parent, devices=args.devices)
         nbrun.write(ex, target)
         print(f"exercises/{sol.name}: {secs:.1f} s")

@@ -238,6 +238,17 @@ def depends(module: str, run: bool) -> int:
         subprocess.call([PY, "docs/workshop_times.py", "--write"], cwd=ROOT)   # 本文が変わった本編の時間の表も
 
 
+def own_checkout() -> None:
+    """手順の段（カーネル、python tools/….py、python -m …）が読み込む ch6 が、このチェックアウトのものか。"""
+    sys.path.insert(0, str(ROOT))
+    from ch6 import nbrun
+
+    try:
+        nbrun.check_own_ch6(ROOT)
+    except nbrun.OtherCheckout as err:
+        raise SystemExit(f"recipe: {err}") from None
+
+
 def main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[1:]
@@ -247,6 +258,8 @@ def main(argv=None) -> int:
         dp.add_argument("module", help="例: ch6/lm.py、ch6.serving、ch6/capstone")
         dp.add_argument("--run", action="store_true", help="表示したノートブックを実行し直し、演習も作り直す")
         a = dp.parse_args(argv[1:])
+        if a.run:
+            own_checkout()
         return depends(a.module, a.run)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kind", choices=("notebook", "exercise"))
@@ -254,6 +267,7 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="変わっていないノートブックも実行し直す")
     args = ap.parse_args(argv)
     name = Path(args.name).stem.removesuffix(".outputs")
+    own_checkout()
     before = changed_files()
     rows, failed = [], None
     for label, cmd in steps(args.kind, name, args.all):

@@ -45,6 +45,7 @@ def main(argv=None) -> int:
     for path in paths:
         nb = nbrun.read(path)
         try:
+            nbrun.check_own_ch6(ROOT, cwd=path.parent, env=nbrun.kernel_env(args.devices))
             nb, secs = nbrun.execute(nb, cwd=path.parent, devices=args.devices)
             status = "ok"
         except Exception as err:  # 実行エラーは表に書いて続ける

@@ -323,6 +323,7 @@ def write_twins(nb_path: Path) -> None:
 def execute(nb_path: Path, devices: int) -> float:
     from ch6 import nbrun
 
+    nbrun.check_own_ch6(ROOT, cwd=nb_path.parent, env=nbrun.kernel_env(devices))  # カーネルがこのチェックアウトの ch6 を読むか
     nb, secs = nbrun.execute(nbrun.read(nb_path), cwd=nb_path.parent, devices=devices)
     pair_metadata(nb)
     nbrun.write(nb, nb_path)
