@@ -47,6 +47,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "6_9b_checkpoint_resume": ("H", ("6.9b-2",)),
     "6_9c_lost_process": ("H", ()),
     "6_10_inference": ("I", ("6.10-1", "6.10-2", "6.10-3")),
+    "6_11a_profile": ("—", ("6.11a-1", "6.11a-3")),
 }
 
 

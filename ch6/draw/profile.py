@@ -27,7 +27,7 @@ def _style(category: str) -> dict:
 
 def op_timeline(prof, step: int = 0, title: str | None = None, start: float = 0.0,
                 end: float | None = None) -> Drawing:
-    """prof（``ch6.profile.Profile``）の step 回目の実行の演算を、分類ごとの行に区間（自分だけの時間で塗る）で
+    """prof（``ch6.profile.Profile``）の step 回目の実行の演算を、分類ごとの行に区間（正味の時間で塗る）で
     並べる。横軸は実行の開始からのマイクロ秒。start / end（マイクロ秒）で一部を拡大する。"""
     from matplotlib.patches import Rectangle
 
@@ -88,6 +88,6 @@ def category_bars(profiles: dict, title: str | None = None, unit: str = "ms") ->
 
     ax.legend(handles=[Patch(**_style(c), label=c) for c in used], loc="upper center", fontsize=8,
               ncol=min(4, len(used)), bbox_to_anchor=(0.5, -0.16), frameon=False)
-    ax.set_title(title or "分類ごとの時間（トレースの演算の、自分だけの時間の和）", fontsize=11)
+    ax.set_title(title or "分類ごとの時間（トレースの演算の、正味の時間の和）", fontsize=11)
     parts = "、".join(f"{label} {sum(r.values()) * scale:.2f} {unit}" for label, r in rows.items())
-    return Drawing(fig, f"分類ごとの時間 {parts}（分類 {'・'.join(used)}）")
+    return Drawing(fig, f"分類ごとの時間 {parts}。分類は {'・'.join(used)}")

@@ -1,0 +1,55 @@
+"""6.11a-3 decode_gap: 達成できる帯域による下限と、下限で説明できない割合。"""
+from __future__ import annotations
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.11a-3"
+
+
+def make(stream_wall=False, decode_wall=False, gigabytes=False, twice=False, datasheet=False, over_bound=False,
+         busy=False, explained=False, ms=False):
+    def decode_gap(stream, stream_run, decode, decode_run):
+        seconds = stream_run["seconds"] if stream_wall else stream.step_time() * 1e-6
+        if twice:
+            seconds /= stream.n_steps
+        size = stream_run["gib"] * (1e9 if gigabytes else 2**30)
+        bandwidth = 819e9 if datasheet else size / seconds
+        bound = decode_run["read"] / bandwidth
+        if decode_wall:
+            device = decode_run["seconds"]
+        else:
+            device = (decode.busy() if busy else decode.step_time()) * 1e-6
+        if twice:
+            device /= decode.n_steps
+        share = (device - bound) / (bound if over_bound else device)
+        return (bound * (1e3 if ms else 1)), (1 - share if explained else share)
+    return decode_gap
+
+
+def test_reference_and_busy_pass():
+    expect(EX, make(), Status.PASS, "一致しました")
+    expect(EX, make(busy=True), Status.PASS)
+
+
+def test_named_mistakes():
+    expect(EX, make(stream_wall=True), Status.FAIL, "壁時計の秒で求めています")
+    expect(EX, make(decode_wall=True), Status.FAIL, "decode_run の壁時計")
+    expect(EX, make(gigabytes=True), Status.FAIL, "2**30")
+    expect(EX, make(twice=True), Status.FAIL, "2 度割って")
+    expect(EX, make(datasheet=True), Status.FAIL, "819 GB/s")
+    expect(EX, make(over_bound=True), Status.FAIL, "下限で割って")
+    expect(EX, make(explained=True), Status.FAIL, "説明できる側")
+    expect(EX, make(ms=True), Status.FAIL, "ミリ秒")
+
+
+def test_malformed_answers():
+    expect(EX, lambda *a: 0.5, Status.FAIL, "2 つ組")
+    expect(EX, lambda *a: ("a", 0.1), Status.FAIL, "数のはず")
+    expect(EX, lambda *a: (float("nan"), 0.1), Status.FAIL, "NaN")
+    expect(EX, lambda *a: (0.0025, 0.2), Status.FAIL, "のはずが")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")

@@ -1,0 +1,55 @@
+"""6.11a-2 int8_project: スケールを縮約の後に掛ける int8 の射影。"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ch6 import Status
+from tests.checkhelp import boom, expect, not_done
+
+EX = "6.11a-2"
+
+
+def reference(x, q, scale):
+    out = jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype), preferred_element_type=jnp.float32)
+    return (out * scale[:, 0]).astype(x.dtype)
+
+
+def test_reference_and_other_correct_answers_pass():
+    expect(EX, reference, Status.PASS, "float32 の重みも")
+    expect(EX, lambda x, q, s: ((x @ q.astype(x.dtype).T) * s.T).astype(x.dtype), Status.PASS)
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)) * jnp.squeeze(s, 1)
+                                .astype(x.dtype)).astype(x.dtype), Status.PASS)
+
+
+def test_named_mistakes():
+    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, (q.astype(jnp.float32) * s).astype(x.dtype)),
+           Status.FAIL, "重みの大きさ", "縮約の後")
+    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype) * s.astype(x.dtype)),
+           Status.FAIL, "重みの大きさ")
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x.astype(jnp.float32), q.astype(jnp.float32))
+                                * s[:, 0]).astype(x.dtype), Status.FAIL, "float32 の重み")
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype), preferred_element_type=jnp.float32)
+                                * s).astype(x.dtype), Status.FAIL, "長さ 1 の軸")
+    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype), preferred_element_type=jnp.float32)
+           * s[:, 0], Status.FAIL, "dtype", "float32")
+
+
+def test_wrong_broadcast_when_the_shapes_happen_to_fit_is_named():
+    from ch6.checks.s6_11a.int8_project import check_int8_project  # noqa: F401  (登録のため)
+
+    def keeps_axis_only_when_it_fits(x, q, s):
+        out = jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype), preferred_element_type=jnp.float32)
+        scale = s if x.shape[1] == q.shape[0] else s[:, 0]      # 形が合う組でだけ長さ 1 の軸を残す
+        return (out * scale).astype(x.dtype)
+    expect(EX, keeps_axis_only_when_it_fits, Status.FAIL, "ブロードキャスト")
+
+
+def test_other_wrong_answers():
+    expect(EX, lambda x, q, s: reference(x, q, s)[:, :, :2], Status.FAIL, "形")
+    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)), Status.FAIL, "値")
+    expect(EX, lambda x, q, s: 3, Status.FAIL, "配列")
+
+
+def test_not_done_and_learner_error():
+    expect(EX, not_done, Status.NOT_DONE)
+    expect(EX, boom, Status.ERROR, "ZeroDivisionError")
