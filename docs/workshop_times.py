@@ -48,6 +48,7 @@ PLAN: dict[str, tuple[str, tuple[str, ...]]] = {
     "6_9c_lost_process": ("H", ()),
     "6_10_inference": ("I", ("6.10-1", "6.10-2", "6.10-3")),
     "6_11a_profile": ("—", ("6.11a-1", "6.11a-3")),
+    "6_11b_overlap": ("—", ("6.11b-1", "6.11b-2")),
 }
 
 

@@ -86,13 +86,13 @@ def cases(rng, n_dev: int):
     t_b = 0.3 * all_reduce_time(sum(sizes_b), ring + 2, bw)    # 通信律速
     sizes_c = [5 * mb, 5 * mb, 30 * mb, 2 * mb, 7 * mb, 3 * mb]
     return [
-        (f"{len(sizes_a)} 個の葉（上限 12 MiB）", sizes_a, 12 * mb, ring, bw, t_a, 2e-5),
+        (f"{len(sizes_a)} 個の葉・上限 12 MiB", sizes_a, 12 * mb, ring, bw, t_a, 2e-5),
         (f"{len(sizes_b)} 個の葉・通信律速", sizes_b, 16 * mb, ring + 2, bw, t_b, 5e-5),
-        (f"{len(sizes_c)} 個の葉（上限 10 MiB）", sizes_c, 10 * mb, 2 * ring, 1.5 * bw, 0.02, 1e-4),
+        (f"{len(sizes_c)} 個の葉・上限 10 MiB", sizes_c, 10 * mb, 2 * ring, 1.5 * bw, 0.02, 1e-4),
     ]
 
 
-_MISTAKES = (
+MISTAKES = (
     ("all_exposed", "すべてのバケットの all-reduce を見える通信として足しています。逆伝播と重なった分は隠れ、"
                     "見えるのは逆伝播の終わりより後の分だけです。"),
     ("last_only", "最後のバケットの all-reduce の秒だけを返しています。通信律速では前の all-reduce が終わるのを待つので、"
@@ -123,7 +123,7 @@ def check_exposed_allreduce(fn):
     if all(_same(g, w) for g, w in zip(got, want)):
         return (f"大きさの違う葉の {len(todo)} 通り（上限より大きい葉、ちょうど上限、通信律速）で一致しました"
                 f"（例: {todo[0][0]} → {want[0] * 1e3:.3f} ms）。")
-    for kind, message in _MISTAKES:
+    for kind, message in MISTAKES:
         if all(_same(g, reference(*case[1:], kind=kind)) for g, case in zip(got, todo)):
             raise Fail(message)
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w))

@@ -65,7 +65,7 @@ def cases(rng, n_dev: int):
     ]
 
 
-_MISTAKES = (
+MISTAKES = (
     ("always_oneway", "双方向でも片方向のリンク link_oneway で割っています。双方向のリングは両方向の axis_bw で送れます。"),
     ("always_axis", "一方向でも両方向の帯域 axis_bw で割っています。一方向のリングが使うのはリンク 1 本の片方向 link_oneway です。"),
     ("doubled", "双方向で link_oneway を 2 倍にしています。GPU の NVLink は出口が 1 つなので、hw.axis_bw を使います。"),
@@ -89,9 +89,14 @@ def check_max_hidden_ways(fn):
         got.append(as_int(call(fn, hw, n_out, n_max, b, direction), label))
     want = [reference(*case[1:]) for case in todo]
     if got == want:
+        label, hw, n_out, n_max, _, _ = todo[0]  # bf16・一方向: 定義の既定値で呼んだ答えも同じはず
+        default = as_int(call(fn, hw, n_out, n_max), f"{label}（bytes_per_value と direction を省いて呼んだ結果）")
+        if default != want[0]:
+            raise Fail(f"{label} で bytes_per_value と direction を省いて呼ぶと {default} 並列で、2 と \"one\" を渡したときの "
+                       f"{want[0]} と違います。定義の既定値は bytes_per_value=2, direction=\"one\" のままにします。")
         return (f"隠しのチップの行で {len(todo)} 通り（一方向と双方向、GPU、上限、ちょうど等しい境目）が一致しました"
                 f"（例: {todo[1][0]} → {want[1]} 並列）。")
-    for kind, message in _MISTAKES:
+    for kind, message in MISTAKES:
         if got == [reference(*case[1:], kind=kind) for case in todo]:
             raise Fail(message)
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)

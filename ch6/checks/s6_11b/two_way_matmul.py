@@ -147,7 +147,7 @@ def check_allgather_matmul_two_way(fn):
         n_right = sum(p == right for p in perms)
         n_left = len(perms) - n_right
         if n > 2 and (n_right == 0 or n_left == 0):
-            raise Fail(f"ppermute が一方向だけ（{len(perms)} 回）です。右回りと左回りに分けて送ると、ステップが約半分になります。")
+            raise Fail(f"ppermute が一方向だけ（{len(perms)} 回）です。右回りと左回りの両方に送ると、ステップが約半分になります。")
         if len(perms) == 2 * (n - 1) and n > 2:
             raise Fail(f"右回りにも左回りにも n − 1 回ずつ送っています（合わせて {len(perms)} 回）。"
                        "同じシャードが 2 度届くので、片方は ⌈(n − 1)/2⌉ 回、もう片方は ⌊(n − 1)/2⌋ 回にします。")

@@ -1,6 +1,6 @@
 """6.11b-3 exposed_allreduce: 正しい答えは通り、バケットのまとめ方と時刻の自然な誤りはそれぞれの言葉で落ちる。"""
 from ch6 import Status, cost, overlap
-from ch6.checks.s6_11b.bucket_exposure import _MISTAKES, cases, plan, reference
+from ch6.checks.s6_11b.bucket_exposure import MISTAKES, cases, plan, reference
 from ch6.checks.s6_11b.common import exercise_rng
 from tests.checkhelp import N, boom, expect, not_done
 
@@ -16,7 +16,7 @@ def with_library(sizes, bucket_bytes, n, bw, t_backward, latency):  # ch6.overla
 
 def event_by_event(sizes, bucket_bytes, n, bw, t_backward, latency):  # 葉ごとに時刻を進める書き方
     grand, made, end, current = sum(sizes), 0, 0.0, 0
-    for i, size in enumerate(sizes):
+    for size in sizes:
         if current and current + size > bucket_bytes:
             end = max(end, t_backward * made / grand) + 2 * current * (n - 1) / n / bw + latency
             current = 0
@@ -38,7 +38,7 @@ def test_hidden_cases_have_an_oversized_leaf_an_exact_fit_and_a_comm_bound_case(
     assert any(sum(sizes[i] for i in g) == bb for g in groups)
     assert groups == overlap.buckets(sizes, bb)
     want = [reference(*c[1:]) for c in todo]
-    for kind, _ in _MISTAKES:
+    for kind, _ in MISTAKES:
         assert [reference(*c[1:], kind=kind) for c in todo] != want, kind
 
 

@@ -3,7 +3,7 @@ import math
 
 from ch6 import Status, cost
 from ch6.checks.s6_11b.common import exercise_rng
-from ch6.checks.s6_11b.hidden_ways import _MISTAKES, cases, reference
+from ch6.checks.s6_11b.hidden_ways import MISTAKES, cases, reference
 from tests.checkhelp import N, boom, expect, not_done
 
 
@@ -38,7 +38,7 @@ def variant(kind):
 def test_every_named_mistake_changes_some_hidden_answer():
     todo = cases(exercise_rng(2), N)
     want = [reference(*c[1:]) for c in todo]
-    for kind, _ in _MISTAKES:
+    for kind, _ in MISTAKES:
         assert [reference(*c[1:], kind=kind) for c in todo] != want, kind
 
 
@@ -76,3 +76,23 @@ def test_wrong_types_and_unnamed_errors():
     expect("6.11b-2", lambda *a: by_counting(*a) + (a[1] > 20_000), Status.FAIL, "並列のはずが")
     expect("6.11b-2", not_done, Status.NOT_DONE)
     expect("6.11b-2", boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_a_changed_default_is_caught():
+    """回帰（ミューテーションの生き残り）: チェックがいつも 5 つの引数を渡すと、定義の既定値を変えても通っていた。"""
+    def float32_default(hw, n_out, n_max, bytes_per_value=4, direction="one"):
+        return by_counting(hw, n_out, n_max, bytes_per_value, direction)
+
+    def two_way_default(hw, n_out, n_max, bytes_per_value=2, direction="two"):
+        return by_counting(hw, n_out, n_max, bytes_per_value, direction)
+
+    expect("6.11b-2", float32_default, Status.FAIL, "省いて呼ぶ", "既定値")
+    expect("6.11b-2", two_way_default, Status.FAIL, "省いて呼ぶ", "既定値")
+
+
+def test_strict_comparison_without_tolerance_fails_at_the_tie():
+    def strict_no_tol(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        bw = hw.axis_bw if direction == "two" else hw.link_oneway
+        threshold = bytes_per_value * hw.flops / (2 * bw)
+        return max([1] + [k for k in range(1, n_max + 1) if n_out / k > threshold])
+    expect("6.11b-2", strict_no_tol, Status.FAIL, "ちょうど等しい")
