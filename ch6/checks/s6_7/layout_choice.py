@@ -21,11 +21,13 @@ TOL = 1e-9  # メモリも秒も、相対 1e-9 以内は等しい（問題文の
 def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: bool = False, dp_f32: bool = False,
               tp_layers: int = 1, bw: str = "axis_bw", serial: bool = False, tp_act_split: bool = False,
               tp_state_full: bool = False, act_scale: float = 1.0, tp_gather: bool = False, tp_overlap: bool = False,
-              fsdp_fwd_serial: bool = False, math_whole: bool = False) -> dict:
+              fsdp_fwd_serial: bool = False, math_whole: bool = False, tp_weights: bool = False,
+              dp_upper: bool = False, fsdp_no_bwd_gather: bool = False) -> dict:
     """方式 -> (1 デバイスのメモリ, 重なるときの秒, 重ならないときの上界の秒)。キーワードは、名指しする誤りの答えを作るため
     （tp_act_split: TP の活性値を 1/n、tp_state_full: TP の状態を 16P、act_scale: 活性値を何倍かに、tp_gather: TP の
     活性値の通信を all-gather の秒、tp_overlap: TP の通信を計算と max、fsdp_fwd_serial: FSDP の順伝播の all-gather を和、
-    math_whole: 計算の秒を n で割らない）。"""
+    math_whole: 計算の秒を n で割らない、tp_weights: TP の all-reduce を重みの 2P バイトで、dp_upper: DP の見積もりに
+    重ならないときの上界、fsdp_no_bwd_gather: FSDP の逆伝播の all-gather を数えない）。"""
     p, d, layers, tokens = model["params"], model["width"], model["layers"], model["tokens"]
     act = model["act"] * act_scale
     w = getattr(hw, bw)
@@ -40,7 +42,8 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
     ag = comm(lambda k: all_gather_time(weights, k, w))
     rs = comm(lambda k: reduce_scatter_time(weights, k, w))
     act_time = all_gather_time if tp_gather else all_reduce_time
-    tp = comm(lambda k: act_time(BF16 * tokens * d, k, w)) * (layers - tp_layers)
+    tp_bytes = weights if tp_weights else BF16 * tokens * d
+    tp = comm(lambda k: act_time(tp_bytes, k, w)) * (layers - tp_layers)
     if dp_f32:
         ar *= 2
 
@@ -53,14 +56,16 @@ def estimates(model: dict, hw, n: int, *, s_one: bool = False, fsdp_like_dp: boo
         fsdp = (fwd + overlapped(bwd, ar), fwd + bwd + ar)
     else:
         first = step_time(fwd, ag).serial if fsdp_fwd_serial else overlapped(fwd, ag)
-        fsdp = (first + overlapped(bwd, ag + rs), fwd + bwd + 2 * ag + rs)
+        back = rs if fsdp_no_bwd_gather else ag + rs
+        fsdp = (first + overlapped(bwd, back), fwd + bwd + ag + back)
     tp_step = step_time(fwd + bwd, tp)
     tp_est = tp_step.overlapped if tp_overlap else tp_step.serial
     # TP は重み・勾配・最適化器の状態を n に分割し（16P/n、ZeRO-3 と同じバイト）、層の間の活性値はバッチ全体
     tp_state = zero_memory_bytes(p, n, 0 if tp_state_full else 3)
     tp_act = act * tokens * d * layers / (n if tp_act_split else 1)
     return {
-        "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + overlapped(bwd, ar), fwd + bwd + ar),
+        "DP": (zero_memory_bytes(p, n, 0) + act_dp, fwd + bwd + ar if dp_upper else fwd + overlapped(bwd, ar),
+               fwd + bwd + ar),
         "FSDP": (zero_memory_bytes(p, n, 3) + act_dp, *fsdp),
         "TP": (tp_state + tp_act, tp_est, tp_step.serial),
     }
@@ -153,6 +158,12 @@ def cases(r):
     ar = all_reduce_time(BF16 * 1e9, 8, tpu.axis_bw) - all_reduce_time(BF16 * m["tokens"] * m["width"], 8, tpu.axis_bw)
     flops = 4 * m["tokens"] * m["params"] / (8 * ar) * (1 - 1e-12)  # DP = fwd + AR と TP = 3·fwd + AR_act が等しくなる C
     add("8 チップ・DP と TP の見積もりが同じ", with_values(tpu, flops=flops), 8, m, 400e9)
+    # 1 チップに b* の 0.2 倍・2 層・DP は収まらない: FSDP は順伝播の all-gather が隠れきらず、TP がいちばん速い。
+    # TP の通信を重みの 2P で見積もっても TP のまま、通信がとても小さくなる誤りでは FSDP になり、2 つを分ける
+    add("8 チップ・1 チップに b* の 0.2 倍・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 0.2 * bt), 10e9)
+    # 1 チップに b* の 0.2 倍・48 層の広いモデル（TP は遅い）: DP の上界を見積もりにしても FSDP より短く DP のまま、
+    # 勾配を 4 バイトにすると FSDP。2 つの誤りを分ける
+    add("8 チップ・1 チップに b* の 0.2 倍・48 層の広いモデル", tpu, 8, _model(1e9, 16384, 48, 8 * 0.2 * bt), 80e9)
     return out
 
 
@@ -182,6 +193,9 @@ MISTAKES = (
     ({}, dict(reverse=True), "秒もメモリも同じとき、TP・FSDP・DP の順で選んでいます。同じなら DP・FSDP・TP の順で先の方式です。"),
     ({}, dict(use_memory=False), "メモリを見ずに、いちばん速い方式を選んでいます。まず容量以下の方式に絞り、なければ None です。"),
     (dict(fsdp_like_dp=True), {}, "FSDP の通信を DP と同じにしています。FSDP は順伝播でも重みを all-gather し、順伝播の計算より長ければ差が残ります。"),
+    (dict(tp_weights=True), {}, "TP の all-reduce を重みの 2P バイトで見積もっています。層の間で足すのは bf16 の活性値の 2BD バイトです。"),
+    (dict(dp_upper=True), {}, "DP の見積もりに、重ならないときの上界 T_f + T_b + AR を使っています。勾配の all-reduce は逆伝播の裏に隠れるので max です。"),
+    (dict(fsdp_no_bwd_gather=True), {}, "FSDP の逆伝播の all-gather を数えていません。逆伝播でも重みを集め直すので、裏に隠すのは AG + RS です。"),
     (dict(dp_f32=True), {}, "DP の勾配を 4 バイトで数えたので、all-reduce が 2 倍です。勾配は bf16 の 2 バイト（2P バイト）で送ります。"),
     (dict(s_one=True), {}, "集団通信の (n − 1)/n を 1 にしています。n = 2 では送る量が半分で、n = 1 なら通信はありません。"),
     (dict(tp_layers=0), {}, "TP の all-reduce を L 回と数えています。順伝播と逆伝播を合わせて L − 1 回です。"),

@@ -14,7 +14,7 @@ from tests.checkhelp import boom, expect, not_done
 
 def table(model, hw, n, *, s_one=False, fsdp_like_dp=False, dp_bytes=2, tp_count=None, bw="axis_bw", serial=False,
           tp_act_div=False, tp_state_full=False, act_bytes=1, tp_gather=False, tp_overlap=False, fsdp_fwd_serial=False,
-          math_whole=False):
+          math_whole=False, tp_weights=False, dp_upper=False, fsdp_no_bwd=False):
     """方式 -> (メモリ, 見積もり, 重ならないときの上界)。キーワードは誤りの答えを作るため。"""
     p, d, layers, tokens, act = (model[k] for k in ("params", "width", "layers", "tokens", "act"))
     act = act * act_bytes
@@ -24,16 +24,18 @@ def table(model, hw, n, *, s_one=False, fsdp_like_dp=False, dp_bytes=2, tp_count
     fwd, bwd = 2 * tokens * p / share / hw.flops, 4 * tokens * p / share / hw.flops
     ag = 2 * p * s / w
     ar_dp = 2 * dp_bytes * p * s / w
-    tp = (layers - 1 if tp_count is None else tp_count(layers)) * (1 if tp_gather else 2) * (2 * tokens * d) * s / w
+    tp_bytes = 2 * p if tp_weights else 2 * tokens * d
+    tp = (layers - 1 if tp_count is None else tp_count(layers)) * (1 if tp_gather else 2) * tp_bytes * s / w
     both = (lambda a, b: a + b) if serial else max
     act_split = act * tokens / n * d * layers
     if fsdp_like_dp:
         fsdp = (fwd + both(bwd, ar_dp), fwd + bwd + ar_dp)
     else:
-        fsdp = ((fwd + ag if fsdp_fwd_serial else both(fwd, ag)) + both(bwd, 2 * ag), fwd + bwd + 3 * ag)
+        back = ag if fsdp_no_bwd else 2 * ag
+        fsdp = ((fwd + ag if fsdp_fwd_serial else both(fwd, ag)) + both(bwd, back), fwd + bwd + ag + back)
     tp_mem = (16 * p if tp_state_full else 16 * p / n) + act * tokens * d * layers / (n if tp_act_div else 1)
     return {
-        "DP": (16 * p + act_split, fwd + both(bwd, ar_dp), fwd + bwd + ar_dp),
+        "DP": (16 * p + act_split, fwd + bwd + ar_dp if dp_upper else fwd + both(bwd, ar_dp), fwd + bwd + ar_dp),
         "FSDP": (16 * p / n + act_split, *fsdp),
         "TP": (tp_mem, max(fwd + bwd, tp) if tp_overlap else fwd + bwd + tp, fwd + bwd + tp),
     }
@@ -133,9 +135,15 @@ def test_correct(fn):
     (make(bw="link_oneway"), ("片方向 link_oneway",)),
     (make(bw="all_axes_bw"), ("all_axes_bw",)),
     (make(serial=True), ("計算に足して", "max")),
+    # 学習者の試しで別の原因を言われた誤り: TP の通信を重みの 2P バイトで（hbm_bw や ÷n ではない）、DP の見積もりに
+    # 上界（4 バイトの勾配ではない）、FSDP の逆伝播の all-gather を数えない
+    (make(tp_weights=True), ("重みの 2P バイト", "活性値の 2BD バイト")),
+    (make(dp_upper=True), ("DP の見積もりに、重ならないときの上界", "max")),
+    (make(fsdp_no_bwd=True), ("FSDP の逆伝播の all-gather を数えていません", "AG + RS")),
 ], ids=["strict", "no-tolerance", "tie-break-reversed", "tie-by-memory", "tie-by-order", "tie-no-tolerance", "tp-act-split",
         "tp-state-full", "act-doubled", "tp-gather", "tp-overlap", "fsdp-forward-serial", "fsdp-dp-bytes", "dp-f32", "s-one",
-        "tp-L", "hbm", "math-whole", "order-reversed", "no-memory", "oneway", "all-axes", "serial"])
+        "tp-L", "hbm", "math-whole", "order-reversed", "no-memory", "oneway", "all-axes", "serial", "tp-weights",
+        "dp-upper", "fsdp-no-backward-gather"])
 def test_named_slips(fn, words):
     expect("6.7-5", fn, "fail", *words)
 
