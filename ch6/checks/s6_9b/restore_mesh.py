@@ -139,11 +139,39 @@ def check_restore_before_spike(fn):
             state, data_state = _pair(out, where)
             _check_step(state, data_state, where, spike, best, saved, seed)
             _check_arrays(state, values[best], config, devices, where)
+        _check_nothing_before(fn, directory, config, jax.devices()[-cases[0][0]:], saved)
     one = ("（デバイスが 1 個なので、メッシュと規則の違いはこの環境では確かめられません。デバイスが複数の環境でも"
            "試してください）") if jax.device_count() == 1 else ""
     return (f"跳ねたステップ {', '.join(str(s) for _, s in cases)} のそれぞれで、その前の最新の完全なチェックポイントを、"
             f"デバイス {', '.join(str(m) for m, _ in cases)} 個のメッシュへ規則どおりに復元し、データの位置を spike まで"
-            f"進めました。{one}")
+            f"進めました。最初の保存のステップ {saved[0]} で跳ねたときは None でした。{one}")
+
+
+def _check_nothing_before(fn, directory, config, devices, saved: list[int]) -> None:
+    """最初の保存のステップで跳ねた: spike より前に完全なチェックポイントがないので、None が返ること。"""
+    spike = saved[0]
+    at = f"最初の保存のステップで跳ねたとき（spike = {spike}）"
+    try:
+        out = call(fn, directory, config, devices, spike)
+    except LearnerError as err:
+        if isinstance(err.exc, ValueError) and ("empty" in str(err.exc) or "max()" in str(err.exc)):
+            raise Fail(f"{at}: spike より前に完全なチェックポイントがないので、max() が空の列で ValueError になりました。"
+                       "戻る先がないときは None を返します。") from None
+        raise
+    if out is None:
+        return
+    if isinstance(out, (tuple, list)) and all(x is None for x in out):
+        raise Fail(f"{at}: 戻る先がないのに {type(out).__name__} の {out!r} が返りました。2 つ組ではなく None だけを返します。")
+    step = None
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], dict) and "step" in out[0]:
+        try:
+            step = int(np.asarray(out[0]["step"]))
+        except (TypeError, ValueError):
+            step = None
+    if step is not None and step >= spike:
+        raise Fail(f"{at}: ステップ {step} は跳ねた更新を含みます。spike より前に完全なチェックポイントがないので、"
+                   "None を返します。")
+    raise Fail(f"{at}: spike より前に完全なチェックポイントがないので None のはずが、{type(out).__name__} が返りました。")
 
 
 def _pair(out, where: str):

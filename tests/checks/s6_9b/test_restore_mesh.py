@@ -24,14 +24,19 @@ def _restore(directory, config, devices, step, position, rule="fsdp_tp"):
     return state, {**data, "position": position}
 
 
-def ref(directory, config, devices, spike):
-    step = max(s for s in train.manager(directory).all_steps() if s < spike)
-    return _restore(directory, config, devices, step, spike)
+def ref(directory, config, devices, spike, nothing=None):
+    earlier = [s for s in train.manager(directory).all_steps() if s < spike]
+    if not earlier:
+        return nothing  # spike より前に完全なチェックポイントがない
+    return _restore(directory, config, devices, max(earlier), spike)
 
 
 def by_checkpointer(directory, config, devices, spike):
     mgr = ocp.CheckpointManager(directory)
-    step = sorted(s for s in mgr.all_steps() if s < spike)[-1]
+    earlier = sorted(s for s in mgr.all_steps() if s < spike)
+    if not earlier:
+        return None
+    step = earlier[-1]
     out = mgr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(_target(config, devices)),
                                                     data=ocp.args.JsonRestore()))
     data = dict(out["data"])
@@ -178,3 +183,18 @@ def test_fresh_mistakes_from_the_statement():
         expect(EX, fsdp_rule, Status.FAIL, "規則 fsdp_tp")
     else:
         expect(EX, fsdp_rule, Status.PASS, "確かめられません")
+
+
+def test_no_complete_checkpoint_before_the_spike():
+    # 最初の保存のステップで跳ねた: 戻る先がないので None（問題文の必須）
+    def max_only(directory, config, devices, spike):
+        step = max(s for s in train.manager(directory).all_steps() if s < spike)
+        return _restore(directory, config, devices, step, spike)
+    expect(EX, max_only, Status.FAIL, "最初の保存のステップで跳ねたとき", "max() が空の列", "None を返します")
+    expect(EX, lambda *a: ref(*a, nothing=(None, None)), Status.FAIL, "2 つ組ではなく None だけ")
+
+    def first_save(directory, config, devices, spike):      # 戻る先がなければ最初の保存へ
+        steps = train.manager(directory).all_steps()
+        earlier = [s for s in steps if s < spike]
+        return _restore(directory, config, devices, max(earlier) if earlier else steps[0], spike)
+    expect(EX, first_save, Status.FAIL, "跳ねた更新を含みます", "None を返します")
