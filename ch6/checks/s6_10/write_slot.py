@@ -97,17 +97,21 @@ def check_make_write_slot(fn):
         if shape != want.shape:
             raise Fail(f"戻り値はキャッシュと同じ形 {want.shape} のはずが、"
                        f"{shape if shape is not None else type(cache).__name__} でした。")
-        if not before.is_deleted():
-            raise Fail("キャッシュを譲渡していないので、XLA は呼ぶたびにキャッシュ全体をコピーします。"
-                       "jax.jit(…, donate_argnums=0) で第 1 引数を譲渡します。")
+        # 値を先に確かめる: ほかのスロットを消す答えは、出力が入力のキャッシュを使わないので、donate_argnums=0 と
+        # 書いてあっても XLA が譲渡を使えない。原因はスロットの誤りのほうなので、そちらを言う
         got = np.array(cache, copy=True)   # コピー（NumPy の参照が残ると、次の呼び出しで譲渡できない）
         new_want = _reference(want, news[k], slot, length)
         if not np.allclose(got, new_want, atol=1e-6):
             others = [s for s in range(want.shape[1]) if s != slot]
             if not np.allclose(got[:, others], want[:, others], atol=1e-6):
-                raise Fail(f"スロット {slot} に書いたとき、ほかのスロットも変わりました。書き換えるのは "
-                           "cache[:, slot] だけです（スロットは軸 1）。")
+                wiped = np.allclose(got[:, others], 0, atol=1e-6)
+                raise Fail(f"スロット {slot} に書いたとき、ほかのスロットも"
+                           f"{'すべて 0 になりました' if wiped else '変わりました'}。書き換えるのは cache[:, slot] だけで、"
+                           "ほかのスロットは入力の cache の値のままにします（スロットは軸 1）。")
             raise Fail(_row_mistake(got[:, slot], want[:, slot], news[k], slot, length))
+        if not before.is_deleted():
+            raise Fail("キャッシュを譲渡していないので、XLA は呼ぶたびにキャッシュ全体をコピーします。"
+                       "jax.jit(…, donate_argnums=0) で第 1 引数を譲渡します。")
         want = new_want
         del got, before
     return (f"隠しのスロット {want.shape[1]} 個に {len(calls)} 件を書き、値、譲渡、"

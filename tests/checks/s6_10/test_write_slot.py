@@ -86,3 +86,13 @@ def test_tracer_slicing_and_other_answers():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_wiping_the_other_slots_is_named_before_donation():
+    # donate_argnums=0 はあるが、出力が入力の cache を使わない（ほかのスロットを 0 にする）: 譲渡ではなくスロットの誤り
+    def wipes():
+        def w(cache, kv_new, slot, length):
+            return write(jnp.zeros_like(cache), kv_new, slot, length)
+        return jax.jit(w, donate_argnums=0)
+    msg = expect(EX, wipes, Status.FAIL, "ほかのスロットもすべて 0 になりました", "入力の cache の値のまま")
+    assert "譲渡" not in msg
