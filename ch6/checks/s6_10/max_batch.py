@@ -33,6 +33,9 @@ def _cases():
     out.append((model, seq, bpv, weight, weight + 7 * per))
     out.append((model, seq, bpv, weight, weight - per // 3))
     out.append((model, seq, bpv, 10 * per, 10 * per - 3 * per - per // 2))
+    # ちょうど満杯より 1 位置分（per // seq バイト）だけ多い組: 答えは 7 のまま。< で比べても 7 で、長さを seq + 1 で
+    # 数えると 6 になるので、2 つの誤りを分ける
+    out.append((model, seq, bpv, weight, weight + 7 * per + per // seq))
     return out
 
 
@@ -66,6 +69,9 @@ def check_max_batch(fn):
     for kw, text in _MISTAKES:
         if same([_answer(*c, **kw) for c in cases]):
             raise Fail(text)
+    if same([_answer(m, s + 1, b, weight, hbm) for m, s, b, weight, hbm in cases]):
+        raise Fail("長さを seq_len + 1 で数えたので、1 系列のキャッシュが 1 位置分大きくなっています。"
+                   "キャッシュが持つ位置は seq_len 個なので、長さは seq_len のまま掛けます。")
     if same([int(hbm // kv_bytes_per_seq(m, s, b)) for m, s, b, _, hbm in cases]):
         raise Fail("重みのバイトを引いていません。HBM には重みも載るので、使えるのは hbm_bytes - weight_bytes です。")
     if same([int(hbm // (weight + kv_bytes_per_seq(m, s, b))) for m, s, b, weight, hbm in cases]):

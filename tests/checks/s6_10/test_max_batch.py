@@ -12,9 +12,9 @@ EX = "6.10-1"
 
 
 def make(kv_factor=2, heads="n_kv_heads", weights=True, rounding=None, clamp=True, as_type=int, layers=True,
-         weight_from_params=False):
+         weight_from_params=False, extra=0):
     def max_batch(model, seq_len, bytes_per_value, weight_bytes, hbm_bytes):
-        per_seq = (model["n_layers"] if layers else 1) * kv_factor * model[heads] * model["head_dim"] * seq_len
+        per_seq = (model["n_layers"] if layers else 1) * kv_factor * model[heads] * model["head_dim"] * (seq_len + extra)
         per_seq *= bytes_per_value
         if weight_from_params:
             weight_bytes = model["n_params"] * bytes_per_value
@@ -77,3 +77,9 @@ def test_types_and_other_wrong_answers():
 def test_not_done_and_learner_error():
     expect(EX, not_done, Status.NOT_DONE)
     expect(EX, boom, Status.ERROR, "ZeroDivisionError")
+
+
+def test_one_position_too_many_is_not_called_a_comparison():
+    # 長さを seq_len + 1 で数える: 比較（<=）の誤りではなく、長さの誤りとして名指しする
+    msg = expect(EX, make(extra=1), Status.FAIL, "seq_len + 1", "1 位置分")
+    assert "<=" not in msg
