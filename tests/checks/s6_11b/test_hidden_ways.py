@@ -96,3 +96,14 @@ def test_strict_comparison_without_tolerance_fails_at_the_tie():
         threshold = bytes_per_value * hw.flops / (2 * bw)
         return max([1] + [k for k in range(1, n_max + 1) if n_out / k > threshold])
     expect("6.11b-2", strict_no_tol, Status.FAIL, "ちょうど等しい")
+
+
+def test_the_library_function_with_and_without_the_cap():
+    def with_cap(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        return min(n_max, cost.max_chunks_hidden(hw, n_out, bytes_per_value, direction))
+
+    def without_cap(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        return cost.max_chunks_hidden(hw, n_out, bytes_per_value, direction)
+
+    expect("6.11b-2", with_cap, Status.PASS)
+    expect("6.11b-2", without_cap, Status.FAIL, "n_max")
