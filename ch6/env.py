@@ -134,8 +134,9 @@ def show_devices() -> int:
     if chips:
         kind = chips[0].platform.upper()
         print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{kind} が {len(chips)} 個では分割や"
-              f"集団通信が見えないため、配列とメッシュには CPU の模擬デバイス {n} 個を使います。速さの測定のセルは "
-              f"{kind} で測ります（ch6.env.measure_device()）。すべてを {kind} で実行するには、ランタイムを再起動して"
+              f"集団通信が見えないため、配列とメッシュには CPU の模擬デバイス {n} 個を使います。"
+              f"{kind} で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います。"
+              f"すべてを {kind} で実行するには、ランタイムを再起動して"
               "最初のセルを ch6.setup(accelerator=True) にします。")
     elif backend == "cpu" and n > 1:
         print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく正しさと通信の形を確かめられます）")
