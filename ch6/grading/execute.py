@@ -21,7 +21,7 @@ import nbformat
 from .. import nbrun
 from .._core import Status
 from . import guard, isolate, outputs
-from . import nbgrader as nbgrader_edition
+from .cells import is_test_cell
 from .exercises import Assignment, describe_cell
 from .model import Config, ExerciseResult
 from .session import CellState, KernelLost, KernelSession, Lost
@@ -78,7 +78,7 @@ def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
         _sane_metadata(cell)
     learner_cells = [i for i in range(n_learner)  # nbgrader 版の採点のセルは飛ばす（同じチェックを採点セルで行う）
                      if work.cells[i].cell_type == "code" and work.cells[i].source.strip()
-                     and not nbgrader_edition.is_test_cell(work.cells[i])]
+                     and not is_test_cell(work.cells[i])]
     hashes = {c.hash for c in assignment.cells or []}
     given = {i for i in learner_cells if describe_cell(nb.cells[i]).hash in hashes}
     return Plan(work, n_learner, learner_cells, assignment, cfg, given)

@@ -25,8 +25,7 @@ from pathlib import Path
 
 from .._core import Status
 from .exercises import natural_key
-from .model import NOT_SUBMITTED, NOTE, Row
-from .report import _one_reason as one_reason
+from .model import NOT_SUBMITTED, NOTE, Row, one_reason
 
 NOT_SUBMITTED_MESSAGE = "この演習ノートブックの提出がありません。"
 TOP = 3  # まとめに書く、多かった ❌ のメッセージの数

@@ -63,6 +63,11 @@ class ExerciseResult:
         return f"{self.status.label} [{self.id}] {self.message}"
 
 
+def one_reason(results: list[ExerciseResult]) -> bool:
+    """読めないファイルなど、全部が同じ理由で採点できなかった（理由は 1 回だけ書く。表示と成績簿で共用）。"""
+    return bool(results) and all(x.status is Status.NOT_GRADED and x.message == results[0].message for x in results)
+
+
 @dataclasses.dataclass
 class Row:
     """提出物 1 つの採点結果（表の 1 行）。"""

@@ -46,20 +46,30 @@ import re
 import sys
 from pathlib import Path
 
+# nbgrader 版の採点のセルの形（execute.py も使うので cells.py に。ここからも今までどおりの名前で使えます）
+from .cells import (  # noqa: F401  (SCHEMA_VERSION, TEST_CALL: ch6.grading.nbgrader の名前として残す)
+    MODULE,
+    RESULT_NAME,
+    SCHEMA_VERSION,
+    TEST_CALL,
+    VALID_ID,
+    grade_id,
+    is_test_cell,
+    nbgrader_meta,
+    nbmeta,
+    test_exercise,
+    test_source,
+)
 from .exercises import check_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
-SCHEMA_VERSION = 3
-RESULT_NAME = "ch6_result"  # 採点のセルの変数名（ノートブックのほかの名前と重ならないことを確かめる）
-VALID_ID = re.compile(r"^[a-zA-Z0-9_\-]*$")
 BEGIN_CODE = "### BEGIN SOLUTION"
 HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 # nbgrader が印とみなす文字列（採点のセル以外に残ってはいけない）
 NBGRADER_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
                     "BEGIN MARK SCHEME", "END MARK SCHEME")
 CONFIG_NAME = "nbgrader_config.py"
-MODULE = "ch6.grading.nbgrader"  # 採点のセルが読み込むこのモジュール（python -m で動かしても同じ名前）
 CELL_TIMEOUT = 300  # 講座の 1 セルの制限時間（秒）: autograde・validate のどちらでも
 
 
@@ -78,45 +88,6 @@ def _tools():
     import nbtemplate
 
     return make_exercises, nbtemplate
-
-
-def grade_id(exercise_id: str, prefix: str = "") -> str:
-    """nbgrader の grade_id（英数字と _ - だけ）: "6.3b-2" -> "6_3b-2"。"""
-    gid = prefix + re.sub(r"[^a-zA-Z0-9_\-]", "_", exercise_id)
-    assert VALID_ID.match(gid) and gid, gid
-    return gid
-
-
-def nbgrader_meta(gid: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
-                  points: float | None = None) -> dict:
-    meta = {"grade": grade, "grade_id": gid, "locked": locked, "schema_version": SCHEMA_VERSION,
-            "solution": solution, "task": False}
-    if grade:
-        meta["points"] = points
-    return meta
-
-
-def test_source(exercise_id: str, function: str) -> str:
-    return (f"# 採点のセル（nbgrader）: 上の関数を、インストールされている講座のチェックで確かめます（編集できません）\n"
-            f"{RESULT_NAME} = __import__({MODULE!r}, fromlist=['grade']).grade({exercise_id!r}, {function!r})\n"
-            f"assert {RESULT_NAME}.ok, {RESULT_NAME}.line").replace("'", '"')
-
-
-TEST_CALL = re.compile(rf'^{RESULT_NAME} = __import__\("{re.escape(MODULE)}", fromlist=\["grade"\]\)'
-                       r'\.grade\("([^"]+)", "([A-Za-z_]\w*)"\)$', re.M)
-
-
-def is_test_cell(cell) -> bool:
-    """この nbgrader 版の採点のセルそのもの（test_source の 3 行と、コメントだけの隠しテスト）か。
-    ch6-grade はこのセルを実行しません（同じチェックを採点の側で行うので、実行しても何も増えません）。"""
-    meta = _nbmeta(cell)
-    if cell.get("cell_type") != "code" or not meta.get("grade"):
-        return False
-    src = "".join(cell.get("source", "")) if isinstance(cell.get("source", ""), (str, list)) else ""
-    m = TEST_CALL.search(src)
-    if not m or not src.startswith(head := test_source(m.group(1), m.group(2))):
-        return False
-    return all(ln.startswith("#") for ln in src[len(head):].strip("\n").splitlines())
 
 
 def hidden_note(text: str) -> str:
@@ -372,22 +343,6 @@ GRADE_TAMPER = [
 UNREADABLE_KEY = "ch6_unreadable"  # 読めない提出物の代わりに採点するノートブックの印（notebook の metadata）
 
 
-def _nbmeta(cell) -> dict:
-    """セルの nbgrader のメタデータ。学習者が壊した（辞書でない）ときは空: 1 人のメタデータでクラス全体を止めない。"""
-    meta = cell.get("metadata")
-    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def test_exercise(cell) -> str | None:
-    """nbgrader の採点のセル（grade_id が test_ で始まる）なら演習の番号。"""
-    meta = _nbmeta(cell)
-    if cell.get("cell_type") != "code" or not meta.get("grade") or not str(meta.get("grade_id", "")).startswith("test_"):
-        return None
-    m = TEST_CALL.search("".join(cell.get("source", "")))
-    return m.group(1) if m else str(meta["grade_id"])[5:].replace("_", ".", 1)
-
-
 def course_notebook(name: str):
     """講座の演習ノートブック（exercises.json）の Assignment。nbgrader のノートブック名はファイル名そのもの。"""
     from .exercises import packaged
@@ -409,9 +364,9 @@ def restore_grade_cells(nb, name: str, points: dict[str, float] | None = None) -
     present = {test_exercise(c) for c in nb.cells} - {None}
     had_none = not present
     wanted = [e for e in course.ids if points is None or grade_id(e, "test_") in points]
-    if not any(_nbmeta(c).get("grade_id") == "setup" for c in nb.cells) and (points is None or "setup" in points):
+    if not any(nbmeta(c).get("grade_id") == "setup" for c in nb.cells) and (points is None or "setup" in points):
         first = next((c for c in nb.cells if c.cell_type == "code"), None)
-        if first is not None and not _nbmeta(first):
+        if first is not None and not nbmeta(first):
             first.metadata["nbgrader"] = nbgrader_meta("setup", locked=True)
     restored = []
     for eid in wanted:
@@ -422,7 +377,7 @@ def restore_grade_cells(nb, name: str, points: dict[str, float] | None = None) -
         for k, c in enumerate(nb.cells):
             if c.cell_type != "code":
                 continue
-            if _nbmeta(c).get("grade_id") == grade_id(eid) or any(e == eid for e, _, _ in check_calls(c.source)):
+            if nbmeta(c).get("grade_id") == grade_id(eid) or any(e == eid for e, _, _ in check_calls(c.source)):
                 anchor = k
                 break
             if anchor is None and re.search(rf"^\s*def\s+{fn}\b", c.source, re.M):
@@ -482,7 +437,7 @@ def guard(nb, name: str) -> list[str]:
     given = {c.hash for c in course.cells or []} if course else set()
     first = None
     for k, c in enumerate(nb.cells):
-        meta = _nbmeta(c)
+        meta = nbmeta(c)
         if c.cell_type != "code" or meta.get("locked") or meta.get("grade") or describe_cell(c).hash in given:
             continue
         what = tampering(c.source)

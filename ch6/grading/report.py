@@ -11,7 +11,7 @@ from typing import Any
 
 from .._core import Status
 from .exercises import Assignment
-from .model import ExerciseResult, Row
+from .model import Row, one_reason
 
 LEGEND = "✅ 正解  ❌ 不正解・エラー・時間切れ  ⏳ 未解答  ⚠ 採点できない（備考を参照）"
 
@@ -36,11 +36,6 @@ def _groups(rows: list[Row]) -> dict[str | None, list[Row]]:
     for r in rows:
         out.setdefault(r.notebook, []).append(r)
     return out
-
-
-def _one_reason(results: list[ExerciseResult]) -> bool:
-    """読めないファイルなど、全部が同じ理由で採点できなかった（理由は 1 回だけ書く）。"""
-    return bool(results) and all(x.status is Status.NOT_GRADED and x.message == results[0].message for x in results)
 
 
 def render(rows: list[Row], assignments: dict[str, Assignment], console=None, details: bool = False) -> None:
@@ -82,7 +77,7 @@ def _details(console, group: list[Row]) -> None:
         if not bad:
             continue
         console.print(r.learner, style="bold", markup=False, highlight=False)
-        lines = [f"{bad[0].status.label} {bad[0].message}"] if _one_reason(bad) else [x.line() for x in bad]
+        lines = [f"{bad[0].status.label} {bad[0].message}"] if one_reason(bad) else [x.line() for x in bad]
         for line in lines:  # 読めないファイル: 理由は 1 つ
             console.print("  " + line, markup=False, highlight=False)
     console.print()
@@ -92,7 +87,7 @@ def render_self_check(row: Row, console=None) -> None:
     console = _console(console)
     console.print(f"{row.file}（{row.notebook or '?'}）", markup=False, highlight=False)
     results = list(row.exercises.values())
-    for x in [] if _one_reason(results) else results:  # 読めないファイル: 理由は備考に 1 回だけ
+    for x in [] if one_reason(results) else results:  # 読めないファイル: 理由は備考に 1 回だけ
         console.print(x.line(), markup=False, highlight=False)
     for n in row.notes:
         console.print(f"備考: {n}", markup=False, highlight=False)
