@@ -168,17 +168,18 @@ def test_course_config_gets_a_japanese_message():
 
 def test_fresh_mistakes_from_the_statement():
     def before_spike(directory, config, devices, spike):    # 別の正解: spike − 1 以下の完全なステップ
-        step = max(s for s in train.manager(directory).all_steps() if s <= spike - 1)
-        return _restore(directory, config, devices, step, spike)
+        step = max((s for s in train.manager(directory).all_steps() if s <= spike - 1), default=None)
+        return None if step is None else _restore(directory, config, devices, step, spike)
     expect(EX, before_spike, Status.PASS)
 
     def no_seed(directory, config, devices, spike):         # 位置だけの辞書を新しく作る（seed を落とす）
-        return ref(directory, config, devices, spike)[0], {"position": spike}
+        out = ref(directory, config, devices, spike)
+        return None if out is None else (out[0], {"position": spike})
     expect(EX, no_seed, Status.FAIL, "'seed'", "None")
 
     def fsdp_rule(directory, config, devices, spike):       # 規則 fsdp の行き先（tensor が 1 のメッシュでは同じ）
-        step = max(s for s in train.manager(directory).all_steps() if s < spike)
-        return _restore(directory, config, devices, step, spike, rule="fsdp")
+        step = max((s for s in train.manager(directory).all_steps() if s < spike), default=None)
+        return None if step is None else _restore(directory, config, devices, step, spike, rule="fsdp")
     if jax.device_count() > 1:
         expect(EX, fsdp_rule, Status.FAIL, "規則 fsdp_tp")
     else:
