@@ -29,6 +29,11 @@ def synthetic(ops, modules) -> profile.Profile:
     return profile.read({"traceEvents": events, "ch6": {"scenario": "hidden"}})
 
 
+def sep(what: str) -> str:
+    """文の主語のあとに続ける空白: 英数字で終わるなら 1 つ（「decode_bf16 で」）、日本語なら空けない。"""
+    return " " if what[-1:].isascii() and what[-1:].isalnum() else ""
+
+
 def pair_of_numbers(result, what: str, names: str) -> tuple[float, float]:
     """学習者が返した (数, 数) を float の組に（形が違えば、何が返ったかを言って不合格）。"""
     if not isinstance(result, (tuple, list)) or len(result) != 2:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ... import profile
 from ...checking import Fail, call, exercise, fmt
-from .common import exercise_rng, pair_of_numbers, synthetic
+from .common import exercise_rng, pair_of_numbers, sep, synthetic
 
 # 必須: 帯域 = stream_run["gib"] × 2**30 バイト ÷ stream のデバイスの時間（1 回の実行、秒）。
 # 下限 = decode_run["read"] ÷ 帯域（秒）。割合 = (decode のデバイスの時間 − 下限) ÷ decode のデバイスの時間。
@@ -86,7 +86,7 @@ MISTAKES = [
 @exercise("6.11a-3", "decode_gap")
 def check_decode_gap(fn):
     for what, stream, stream_run, decode, decode_run in cases():
-        got = pair_of_numbers(call(fn, stream, dict(stream_run), decode, dict(decode_run)), f"{what}の戻り値",
+        got = pair_of_numbers(call(fn, stream, dict(stream_run), decode, dict(decode_run)), f"{what}{sep(what)}の戻り値",
                               "(下限の秒, 割合)")
         want = answer(stream, stream_run, decode, decode_run)
         if _close(got, want):
@@ -94,12 +94,12 @@ def check_decode_gap(fn):
         for kw, text in MISTAKES:
             alt = answer(stream, stream_run, decode, decode_run, **kw)
             if _close(got, alt) or (not _close(got[:1], want[:1]) and _close(got[:1], alt[:1])):
-                raise Fail(f"{what}で、{text}")
+                raise Fail(f"{what}{sep(what)}で、{text}")
         if _close(got[:1], want[:1]) and abs(got[1] - (1 - want[1])) <= SHARE_ATOL:
-            raise Fail(f"{what}で、割合が説明できる側（下限 ÷ デバイスの時間）になっています。"
+            raise Fail(f"{what}{sep(what)}で、割合が説明できる側（下限 ÷ デバイスの時間）になっています。"
                        "説明できない割合は 1 からそれを引いた値です。")
         if _close(got[:1], [want[0] * 1e3]):
-            raise Fail(f"{what}で、下限がミリ秒になっています。秒で返します。")
-        raise Fail(f"{what}で、(下限, 割合) は ({fmt(want[0])} 秒, {fmt(want[1])}) のはずが、"
+            raise Fail(f"{what}{sep(what)}で、下限がミリ秒になっています。秒で返します。")
+        raise Fail(f"{what}{sep(what)}で、(下限, 割合) は ({fmt(want[0])} 秒, {fmt(want[1])}) のはずが、"
                    f"({fmt(got[0])}, {fmt(got[1])}) でした。")
     return "合成の記録 2 通りと記録したトレースで、達成できる帯域による下限と、説明できない割合が一致しました。"

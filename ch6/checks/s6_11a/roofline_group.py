@@ -5,7 +5,7 @@ import dataclasses
 
 from ... import hardware, profile
 from ...checking import Fail, LearnerError, call, exercise, fmt
-from .common import exercise_rng, synthetic
+from .common import exercise_rng, sep, synthetic
 
 # 必須: 種類は (Op.group, Op.xla_category)。時間は正味の時間の和を 1 回の実行あたりに。割合は step_time() に対して。
 # バイトのない（None の）種類は除く。下限は max(FLOP ÷ 最大性能, バイト ÷ 帯域)（1 回の実行あたり、µs）。
@@ -14,11 +14,11 @@ RECORDED = ("decode_int8_after", "decode_bf16", "train_step", "decode_int8_befor
 
 
 def answer(prof, chip, min_share, *, duration=False, per_execution=True, threshold=True, smallest=False,
-           flops=True, skip_none=True, strict=False):
+           flops=True, skip_none=True, strict=False, by_name=False):
     """参照の答え（と、各引数を変えた誤りの答え）: (group, xla_category, ratio) か None。"""
     groups: dict[tuple[str, str], dict] = {}
     for op in prof.ops:
-        g = groups.setdefault((op.group, op.xla_category), {"time": 0.0, "bytes": 0, "flops": 0})
+        g = groups.setdefault((op.group, "" if by_name else op.xla_category), {"time": 0.0, "bytes": 0, "flops": 0})
         g["time"] += op.duration if duration else op.self_time
         g["bytes"] = None if (g["bytes"] is None or op.bytes is None) else g["bytes"] + op.bytes
         g["flops"] += op.flops or 0
@@ -101,15 +101,15 @@ def _result(value, what):
     if value is None:
         return None
     if not isinstance(value, (tuple, list)) or len(value) != 3:
-        raise Fail(f"{what}で、戻り値は (group, xla_category, 比) の 3 つ組のはずが、{type(value).__name__} でした。")
+        raise Fail(f"{what}{sep(what)}で、戻り値は (group, xla_category, 比) の 3 つ組のはずが、{type(value).__name__} でした。")
     name, category, ratio = value
     if not isinstance(name, str) or not isinstance(category, str):
-        raise Fail(f"{what}で、3 つ組の最初の 2 つは文字列（Op.group と Op.xla_category）のはずが、"
+        raise Fail(f"{what}{sep(what)}で、3 つ組の最初の 2 つは文字列（Op.group と Op.xla_category）のはずが、"
                    f"{type(name).__name__} と {type(category).__name__} でした。")
     try:
         ratio = float(ratio)
     except (TypeError, ValueError):
-        raise Fail(f"{what}で、3 つ組の最後（時間 ÷ 下限）は数のはずが、{type(ratio).__name__} でした。") from None
+        raise Fail(f"{what}{sep(what)}で、3 つ組の最後（時間 ÷ 下限）は数のはずが、{type(ratio).__name__} でした。") from None
     return name, category, ratio
 
 
@@ -158,17 +158,21 @@ def check_furthest_below_roofline(fn):
             names = {(o.group, o.xla_category): o for o in p.ops}
             op = names.get(tuple(got[:2]))
             if op is not None and op.bytes is None:
-                raise Fail(f"{what}で、バイトのない演算の種類 {got[0]} を返しました。XLA がバイトを数えていない種類は"
+                raise Fail(f"{what}{sep(what)}で、バイトのない演算の種類 {got[0]} を返しました。XLA がバイトを数えていない種類は"
                            "下限を求められないので除きます。")
             if got[:2] == want[:2] and abs(got[2] * want[2] - 1) < 1e-3:
-                raise Fail(f"{what}で、比が逆数（下限 ÷ 時間）になっています。時間 ÷ 下限 を返します。")
+                raise Fail(f"{what}{sep(what)}で、比が逆数（下限 ÷ 時間）になっています。時間 ÷ 下限 を返します。")
         for kw, text in MISTAKES:
             if got is not None and _same(got, answer(p, c, s, **kw)):
-                raise Fail(f"{what}で、{text}")
+                raise Fail(f"{what}{sep(what)}で、{text}")
+        merged = answer(p, c, s, by_name=True)
+        if got is not None and merged is not None and got[0] == merged[0] and abs(got[2] - merged[2]) <= 1e-3 * merged[2]:
+            raise Fail(f"{what}{sep(what)}で、名前 {got[0]} が同じで XLA の分類が違う演算をまとめています。種類は "
+                       "(Op.group, Op.xla_category) の組で数えます。")
         if got is not None and want is not None and got[:2] == want[:2]:
-            raise Fail(f"{what}で、種類 {want[0]}（{want[1]}）は合っていますが、比が {fmt(want[2])} のはずが "
+            raise Fail(f"{what}{sep(what)}で、種類 {want[0]}（{want[1]}）は合っていますが、比が {fmt(want[2])} のはずが "
                        f"{fmt(got[2])} でした。時間と下限をどちらも 1 回の実行あたりで求めます。")
-        raise Fail(f"{what}で、{want[0]}（{want[1]}）の比 {fmt(want[2])} が答えのはずが、"
+        raise Fail(f"{what}{sep(what)}で、{want[0]}（{want[1]}）の比 {fmt(want[2])} が答えのはずが、"
                    f"{'None' if got is None else f'{got[0]}（{got[1]}）'} でした。")
     return ("合成のトレース（入れ子の while、バイトのない演算、割合の境目の種類を含む）と記録したトレース 2 つで、"
             "下限から最も遠い種類と比が一致しました。")

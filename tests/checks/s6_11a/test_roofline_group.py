@@ -58,6 +58,28 @@ def test_named_mistakes():
     expect(EX, make(bound_sum=True), Status.FAIL, "比が")
 
 
+def test_grouping_by_name_only_is_named():
+    def by_name(prof, chip, min_share):
+        groups = {}
+        for op in prof.ops:
+            g = groups.setdefault(op.group, {"time": 0.0, "bytes": 0, "flops": 0, "category": op.xla_category})
+            g["time"] += op.self_time
+            g["bytes"] = None if g["bytes"] is None or op.bytes is None else g["bytes"] + op.bytes
+            g["flops"] += op.flops or 0
+        best = None
+        for name, g in groups.items():
+            time = g["time"] / prof.n_steps
+            if g["bytes"] is None or g["bytes"] <= 0 or time < min_share * prof.step_time():
+                continue
+            bound = max(g["flops"] / chip.flops, g["bytes"] / chip.hbm_bw) / prof.n_steps * 1e6
+            if best is None or time / bound > best[2]:
+                best = (name, g["category"], time / bound)
+        return best
+    from ch6 import run_check
+    message = run_check(EX, by_name).message
+    assert "XLA の分類が違う演算をまとめています" in message and "decode_bf16 で、" in message, message
+
+
 def test_none_bytes_that_stop_the_learner_code_are_named():
     def adds_none(prof, chip, min_share):
         total = {}
