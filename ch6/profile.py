@@ -54,7 +54,9 @@ _COLLECTIVE = re.compile(r"all-reduce|all-gather|reduce-scatter|all-to-all|colle
                          r"send|recv|psum|ppermute", re.I)
 _CPU_MATMUL = re.compile(r"\b(dot|convolution|ynn_fusion|onednn|matmul|gemm)", re.I)
 _CPU_COPY = re.compile(r"^(copy|slice|dynamic-update-slice|dynamic-slice|transpose|bitcast|concatenate|pad)", re.I)
-_CPU_SKIP = re.compile(r"^(end: |ThunkExecutor|ThreadpoolListener)")
+_CPU_SKIP = re.compile(r"^(end: |ThunkExecutor|ThreadpoolListener|SlinkyThreadPool)")
+# CPU の XLA の演算が並ぶスレッド（JAX 0.11 以降は tf_XLAExecute、0.10 は PjRt のクライアントと Eigen のスレッド）
+_CPU_THREADS = ("tf_XLAExecute", "tf_XLAPjRtCpuClient", "tf_XLAEigen")
 _TRACES = "data/traces"
 _ROUNDING = 0.002        # µs: 切り詰めたトレースの時刻と長さは 0.001 µs に丸めてある
 
@@ -229,7 +231,7 @@ def read(source, device: str | None = None) -> Profile:
         op_threads = {k for k, v in threads.items() if k[0] in pids and v == "XLA Ops"}
         module_threads = {k for k, v in threads.items() if k[0] in pids and v == "XLA Modules"}
     else:
-        op_threads = {k for k, v in threads.items() if k[0] in pids and v.startswith("tf_XLAExecute")}
+        op_threads = {k for k, v in threads.items() if k[0] in pids and v.startswith(_CPU_THREADS)}
         module_threads = set()
     raw_ops, modules = [], []
     for e in events:

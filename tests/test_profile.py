@@ -113,6 +113,27 @@ def test_cpu_threads_are_read_by_name():
     assert prof.n_steps == 1 and prof.step_time() == pytest.approx(50.0)
 
 
+def test_cpu_threads_of_older_jax_are_read_too():
+    """JAX 0.10 の CPU のトレース（TPU のマシンで記録）: 演算は tf_XLAPjRtCpuClient と tf_XLAEigen のスレッドに並び、
+    実行の区間の名前は「ThunkExecutor::Execute (wait for completion)」で、演算を囲まないので使わない（実行は、最初の
+    演算の名前が現れるたびに始まるとする）。"""
+    events = [{"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/host:CPU"}},
+              {"ph": "M", "pid": 7, "tid": 5, "name": "thread_name", "args": {"name": "tf_XLAPjRtCpuClient/-29"}},
+              {"ph": "M", "pid": 7, "tid": 6, "name": "thread_name", "args": {"name": "tf_XLAEigen/55"}}]
+    for k in range(3):
+        t = 100.0 * k
+        events += [{"ph": "X", "pid": 7, "tid": 5, "ts": t, "dur": 60.0,
+                    "name": "ThunkExecutor::Execute (wait for completion)"},
+                   {"ph": "X", "pid": 7, "tid": 5, "ts": t + 1, "dur": 20.0, "name": "dot"},
+                   {"ph": "X", "pid": 7, "tid": 5, "ts": t + 22, "dur": 5.0, "name": "SlinkyThreadPool::Await"},
+                   {"ph": "X", "pid": 7, "tid": 6, "ts": t + 30, "dur": 10.0, "name": "multiply_subtract_fusion"},
+                   {"ph": "X", "pid": 7, "tid": 6, "ts": t + 41, "dur": 1.0, "name": "ThreadpoolListener::Record"}]
+    prof = profile.read({"traceEvents": events})
+    assert prof.n_steps == 3 and prof.step_time() == pytest.approx(39.0)       # dot の始まりから融合の終わりまで
+    assert [o.name for o in prof.step_ops(1)] == ["dot", "multiply_subtract_fusion"]
+    assert prof.by_category(idle=False)[profile.MATMUL] == pytest.approx(20.0)
+
+
 def test_recorded_traces_carry_their_chip_date_and_version():
     names = profile.recorded_names()
     for name in ("decode_bf16", "decode_bf16_token", "decode_int8_before", "decode_int8_after", "decode_int8_token",
