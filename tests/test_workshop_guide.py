@@ -12,7 +12,7 @@ import ch6
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "workshop.md"
-_ID = re.compile(r"\b6\.(?:10|[1-9][abc]?)-\d+\b")
+_ID = re.compile(r"\b6\.(?:1[0-9][abc]?|[1-9][abc]?)-\d+\b")
 
 
 @pytest.fixture(scope="module")
