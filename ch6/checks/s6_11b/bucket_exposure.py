@@ -4,7 +4,9 @@
 新しいバケットを始める（上限より大きい葉は、それだけで 1 つのバケット）。逆伝播は一定の速さでバイトを作るので、
 バケットがそろう時刻は t_backward × (そのバケットの最後の葉までのバイトの和) ÷ (全体のバイト)。all-reduce は 1 つずつ順に、
 バケットがそろい、前の all-reduce が終わってから始め、1 つの秒は cost.all_reduce_time(バケットのバイト, n, bw) + latency。
-答えは最後の all-reduce が終わる時刻 − t_backward。
+答えは最後の all-reduce が終わる時刻 − t_backward。最後のバケットは逆伝播の終わりにそろうので、答えはいつも正。
+4 つ目の隠し入力は最初の葉が上限より大きく、逆伝播が短い（通信律速）: 最初に空のバケットを作ると、その latency が
+最後まで残る。
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ def plan(sizes, bucket_bytes, kind=""):
     """葉の番号のバケット（kind を渡すと、名指しする誤りのまとめ方）。"""
     out, current, total = [], [], 0
     for i, size in enumerate(sizes):
+        if kind == "empty_first" and not current and not out and size > bucket_bytes:
+            out.append([])  # 「足すと超える」で、空の今のバケットまで閉じてしまう
         if kind == "oversized_joins" and size > bucket_bytes:
             current.append(i)  # 上限より大きい葉を今のバケットに足してしまう
             total += size
@@ -45,6 +49,8 @@ def plan(sizes, bucket_bytes, kind=""):
 
 def reference(sizes, bucket_bytes, n, bw, t_backward, latency, kind=""):
     """正しい秒（kind を渡すと、名指しする誤りの秒）。"""
+    if kind == "reversed":
+        sizes = sizes[::-1]
     groups = plan(sizes, bucket_bytes, kind)
     if kind == "equal_buckets":
         return bucketed_allreduce_time(sum(sizes), n, bw, t_backward, len(groups), latency).exposed
@@ -53,9 +59,9 @@ def reference(sizes, bucket_bytes, n, bw, t_backward, latency, kind=""):
     times = []
     for g in groups:
         nbytes = sum(sizes[i] for i in g)
-        first = done + sizes[g[0]]
+        before, first = done, done + (sizes[g[0]] if g else 0)
         done += nbytes
-        ready = t_backward * (first if kind == "first_leaf" else done) / grand
+        ready = t_backward * {"first_leaf": first, "before_bucket": before}.get(kind, done) / grand
         if kind == "half":
             t = all_gather_time(nbytes, n, bw)
         elif kind == "no_n_factor":
@@ -71,6 +77,8 @@ def reference(sizes, bucket_bytes, n, bw, t_backward, latency, kind=""):
         return times[-1]
     if kind == "total":
         return end
+    if kind == "ms":
+        return 1e3 * (end - t_backward)
     return end - t_backward
 
 
@@ -85,14 +93,21 @@ def cases(rng, n_dev: int):
     sizes_b = [int(s) * mb for s in rng.integers(2, 12, size=9)]
     t_b = 0.3 * all_reduce_time(sum(sizes_b), ring + 2, bw)    # 通信律速
     sizes_c = [5 * mb, 5 * mb, 30 * mb, 2 * mb, 7 * mb, 3 * mb]
+    sizes_d = [24 * mb] + [int(s) * mb for s in rng.integers(2, 7, size=5)]  # 最初の葉が上限 8 MiB より大きい
+    t_d = 0.1 * all_reduce_time(sum(sizes_d), ring, bw)         # 通信律速: 空のバケットの latency が最後まで残る
     return [
         (f"{len(sizes_a)} 個の葉・上限 12 MiB", sizes_a, 12 * mb, ring, bw, t_a, 2e-5),
         (f"{len(sizes_b)} 個の葉・通信律速", sizes_b, 16 * mb, ring + 2, bw, t_b, 5e-5),
         (f"{len(sizes_c)} 個の葉・上限 10 MiB", sizes_c, 10 * mb, 2 * ring, 1.5 * bw, 0.02, 1e-4),
+        (f"{len(sizes_d)} 個の葉・最初の葉が上限 8 MiB より大きい", sizes_d, 8 * mb, ring, bw, t_d, 3e-4),
     ]
 
 
 MISTAKES = (
+    ("ms", "ミリ秒で返しています。秒で返します。"),
+    ("before_bucket", "そろう時刻を、バケットの最初の葉の前までのバイトで求めています。"
+                      "t_backward × (最後の葉までのバイトの和) ÷ (全体のバイト) で求めます。"),
+    ("reversed", "葉を逆の順に使っています。sizes はすでに逆伝播が勾配を作る順なので、並べ替えずに前から使います。"),
     ("all_exposed", "すべてのバケットの all-reduce を見える通信として足しています。逆伝播と重なった分は隠れ、"
                     "見えるのは逆伝播の終わりより後の分だけです。"),
     ("last_only", "最後のバケットの all-reduce の秒だけを返しています。通信律速では前の all-reduce が終わるのを待つので、"
@@ -101,6 +116,8 @@ MISTAKES = (
     ("over_limit", "葉を足してから上限を超えたかを調べているので、上限を超えたバケットがあります。"
                    "足すと超えるなら、先に新しいバケットを始めます。"),
     ("at_limit", "ちょうど上限になる葉でも新しいバケットを始めています。足しても bucket_bytes を超えないなら、同じバケットに入れます。"),
+    ("empty_first", "最初の葉が上限より大きいとき、空のバケットを作っています。空のバケットの all-reduce も latency の分だけ"
+                    "時間を使うので、今のバケットが空なら新しいバケットを始めずに葉を入れます。"),
     ("oversized_joins", "上限より大きい葉を今のバケットに足しています。その葉は、それだけで 1 つのバケットにします。"),
     ("first_leaf", "バケットの all-reduce を、最初の葉ができた時刻から始めています。始められるのは、バケットの最後の葉ができてからです。"),
     ("no_latency", "1 回の all-reduce の秒に latency を足していません。バケットを増やすと、この固定の秒も回数だけ増えます。"),
@@ -127,5 +144,8 @@ def check_exposed_allreduce(fn):
         if all(_same(g, reference(*case[1:], kind=kind)) for g, case in zip(got, todo)):
             raise Fail(message)
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w))
+    if got[i] < 0:
+        raise Fail(f"{todo[i][0]}: 見える通信が負の {got[i] * 1e3:.4g} ms でした。最後のバケットは逆伝播の終わりにそろうので、"
+                   "最後の all-reduce はその後に終わり、答えは 0 より大きくなります。")
     raise Fail(f"{todo[i][0]}: 見える通信は {want[i] * 1e3:.4g} ms のはずが {got[i] * 1e3:.4g} ms でした。"
                "バケットのまとめ方と、各 all-reduce の始まり（そろう時刻と前の終わりの遅いほう）を確かめましょう。")

@@ -3,7 +3,8 @@
 チェックは隠しの軸の名前と形（1 デバイスの行 m、縮約の長さ K、1 デバイスの列）で、チェック自身の shard_map と jit で
 学習者の関数を呼び、NumPy の x @ w と比べます。1 次元のメッシュの後、軸の大きさがデバイスの総数より小さい 2 次元の
 メッシュでも比べます（デバイスの数を jax.device_count() で読む誤りは、そこでだけ値か形に出る）。
-構造は jaxpr の ppermute の組（右回り (j, j + 1) と左回り (j, j − 1) の両方、合わせて n − 1 回、片方は ⌊n/2⌋ 回）と、
+値が合わないときは、先に jaxpr の ppermute を見て、折り返しの組 (n − 1, 0)・(0, n − 1) がない組と、n − 1 回に
+足りない回数を名指しします。構造は jaxpr の ppermute の組（右回り (j, j + 1) と左回り (j, j − 1) の両方、合わせて n − 1 回、片方は ⌊n/2⌋ 回）と、
 コンパイルした HLO の集団通信（collective-permute が n − 1 個、all-gather なし）で確かめます。
 2 デバイスでは右回りと左回りが同じ組、1 デバイスでは ppermute がないので、✅ の行でそう言います。
 """
@@ -118,7 +119,16 @@ def check_allgather_matmul_two_way(fn):
     w = f32(rng.normal(size=(k, n * cols)))
     got, g, args = _run(fn, jax.make_mesh((n,), (AXIS,)), x, w)
     want = expected(x, w, n)
+    right = frozenset((j, (j + 1) % n) for j in range(n))
+    left = frozenset((j, (j - 1) % n) for j in range(n))
     if not is_close(got, want, rtol=1e-4, atol=1e-4):
+        try:
+            perms = _structure(g, args, n)[0]
+        except LearnerError:
+            perms = None
+        if perms and n > 1 and any(p in (right - {(n - 1, 0)}, left - {(0, n - 1)}) for p in perms):
+            raise Fail(f"ppermute の組に (n − 1, 0)（左回りは (0, n − 1)）がありません（n = {n}）。"
+                       "送信先に現れないデバイスは 0 を受け取ります。組は (j, (j ± 1) % n) です。")
         named = [
             (lambda d, c: (2 * d - c) % n,
              "右回りと左回りの積を書く行が入れ替わっています。右回りのステップ s に届くのはデバイス (d − s) mod n のシャードです。"),
@@ -130,13 +140,14 @@ def check_allgather_matmul_two_way(fn):
         for place, message in named:
             if is_close(got, expected(x, w, n, place), rtol=1e-4, atol=1e-4):
                 raise Fail(message)
+        if perms is not None and n > 1 and len(perms) < n - 1:
+            raise Fail(f"ppermute が {len(perms)} 回で、合わせて n − 1 = {n - 1} 回のはずです。ステップ s は range(1, n // 2 + 1)"
+                       " で 1 から ⌊n/2⌋ まで回し、左回りは s ≤ ⌊(n − 1)/2⌋ のときだけ送ります。")
         raise Fail(f"出力が all_gather(x) @ w と一致しません（{n} デバイス）。届いたシャード c の積を、行 c·m から書きます。")
     perms, others = _structure(g, args, n)
     if others:
         used = "・".join(sorted(others))
         raise Fail(f"{used} を使っています。この問題では、シャードを lax.ppermute だけで右回りと左回りに送ります。")
-    right = frozenset((j, (j + 1) % n) for j in range(n))
-    left = frozenset((j, (j - 1) % n) for j in range(n))
     if n > 1:
         if not perms:
             raise Fail("ppermute がありません。シャードは lax.ppermute で隣のデバイスへ送ります。")

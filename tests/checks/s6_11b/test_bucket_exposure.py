@@ -38,12 +38,18 @@ def test_hidden_cases_have_an_oversized_leaf_an_exact_fit_and_a_comm_bound_case(
     assert any(sum(sizes[i] for i in g) == bb for g in groups)
     assert groups == overlap.buckets(sizes, bb)
     want = [reference(*c[1:]) for c in todo]
+    seen = {}
     for kind, _ in MISTAKES:
-        assert [reference(*c[1:], kind=kind) for c in todo] != want, kind
+        answers = tuple(round(reference(*c[1:], kind=kind), 12) for c in todo)
+        assert answers != tuple(round(w, 12) for w in want), kind
+        assert answers not in seen, (kind, seen.get(answers))  # 前の誤りの言葉に隠れない
+        seen[answers] = kind
+    first_big = [c for c in todo if c[1][0] > c[2]]  # 最初の葉が上限より大きく、latency > 0 の入力
+    assert first_big and first_big[0][6] > 0
 
 
 def test_reference_and_other_correct_answers_pass():
-    expect("6.11b-3", variant(""), Status.PASS, "3 通り", "通信律速")
+    expect("6.11b-3", variant(""), Status.PASS, "4 通り", "通信律速")
     expect("6.11b-3", with_library, Status.PASS)
     expect("6.11b-3", event_by_event, Status.PASS)
 
@@ -65,9 +71,44 @@ def test_bucket_mistakes_are_named():
     expect("6.11b-3", variant("oversized_joins"), Status.FAIL, "上限より大きい葉", "それだけで 1 つ")
 
 
+def test_trial_mistakes_are_named():
+    """学習者の試行: 負の秒が生の浮動小数のまま「0 以上」とだけ言われ、ミリ秒の答えと逆順の葉には一般のヒント、
+    最初の葉が上限より大きいときの空のバケットは通っていた。"""
+    def before_bucket(sizes, bucket_bytes, n, bw, t_backward, latency):  # そろう時刻をバケットの前までのバイトで
+        grand, done, end = sum(sizes), 0, 0.0
+        for group in overlap.buckets(sizes, bucket_bytes):
+            nbytes = sum(sizes[i] for i in group)
+            end = max(end, t_backward * done / grand) + cost.all_reduce_time(nbytes, n, bw) + latency
+            done += nbytes
+        return end - t_backward
+
+    def empty_first(sizes, bucket_bytes, n, bw, t_backward, latency):  # 今のバケットが空でも閉じる
+        groups, current, total = [], [], 0
+        for size in sizes:
+            if total + size > bucket_bytes:
+                groups.append(current)
+                current, total = [], 0
+            current.append(size)
+            total += size
+        groups.append(current)
+        grand, done, end = sum(sizes), 0, 0.0
+        for group in groups:
+            done += sum(group)
+            end = max(end, t_backward * done / grand) + cost.all_reduce_time(sum(group), n, bw) + latency
+        return end - t_backward
+
+    msg = expect("6.11b-3", before_bucket, Status.FAIL, "最初の葉の前まで", "最後の葉までのバイトの和")
+    assert "e-0" not in msg, msg
+    expect("6.11b-3", lambda *a: 1e3 * with_library(*a), Status.FAIL, "ミリ秒で返して", "秒で返します")
+    expect("6.11b-3", lambda s, *a: with_library(s[::-1], *a), Status.FAIL, "逆の順", "並べ替えずに")
+    expect("6.11b-3", empty_first, Status.FAIL, "空のバケット", "latency")
+
+
 def test_wrong_types_and_unnamed_errors():
     expect("6.11b-3", lambda *a: None, Status.FAIL, "NoneType")
-    expect("6.11b-3", lambda *a: -1.0, Status.FAIL, "0 以上")
+    msg = expect("6.11b-3", lambda *a: -1.0, Status.FAIL, "負の -1000 ms", "0 より大きく")
+    assert "e-0" not in msg, msg
+    expect("6.11b-3", lambda *a: float("nan"), Status.FAIL, "有限の数")
     expect("6.11b-3", lambda *a: 1.5 * reference(*a), Status.FAIL, "のはずが")
     expect("6.11b-3", not_done, Status.NOT_DONE)
     expect("6.11b-3", boom, Status.ERROR, "ZeroDivisionError")

@@ -38,12 +38,26 @@ def variant(kind):
 def test_every_named_mistake_changes_some_hidden_answer():
     todo = cases(exercise_rng(2), N)
     want = [reference(*c[1:]) for c in todo]
+    seen = {}
     for kind, _ in MISTAKES:
-        assert [reference(*c[1:], kind=kind) for c in todo] != want, kind
+        answers = [reference(*c[1:], kind=kind) for c in todo]
+        assert answers != want, kind
+        assert tuple(answers) not in seen, (kind, seen.get(tuple(answers)))  # 前の誤りの言葉に隠れない
+        seen[tuple(answers)] = kind
+
+
+def test_a_border_case_where_plain_floor_division_is_one_short():
+    """学習者の試行: 許容差なしの int(n_out // hiding_width) が通っていた。浮動小数のしきい値が丸められる境目がある。"""
+    todo = cases(exercise_rng(2), N)
+    border = [c for c in todo if c[2] == 20_000]
+    assert border
+    _, hw, n_out, n_max, b, direction = border[0]
+    h = cost.hiding_width(hw, b, direction)
+    assert n_out // h == int(n_out / h) == 6 and reference(hw, n_out, n_max, b, direction) == 7
 
 
 def test_reference_and_other_correct_answers_pass():
-    expect("6.11b-2", by_counting, Status.PASS, "9 通り", "境目")
+    expect("6.11b-2", by_counting, Status.PASS, "11 通り", "境目")
     expect("6.11b-2", by_formula, Status.PASS)
     expect("6.11b-2", by_times, Status.PASS)
 
@@ -53,6 +67,15 @@ def test_bandwidth_mistakes_are_named():
     expect("6.11b-2", variant("always_axis"), Status.FAIL, "一方向でも", "link_oneway")
     expect("6.11b-2", variant("doubled"), Status.FAIL, "NVLink", "出口が 1 つ")
     expect("6.11b-2", variant("hbm"), Status.FAIL, "hbm_bw")
+
+
+def test_swapped_bandwidths_are_named():
+    """学習者の試行: 一方向と双方向の帯域を入れ替えた答えに、帯域を確かめる一般のヒントしか出なかった。"""
+    def swapped(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        bw = hw.axis_bw if direction == "one" else hw.link_oneway
+        threshold = bytes_per_value * hw.flops / (2 * bw)
+        return max([1] + [k for k in range(1, n_max + 1) if n_out / k >= threshold * (1 - 1e-9)])
+    expect("6.11b-2", swapped, Status.FAIL, "一方向で axis_bw、双方向で link_oneway", "逆です")
 
 
 def test_bytes_and_flops_mistakes_are_named():
@@ -67,6 +90,44 @@ def test_division_and_rounding_mistakes_are_named():
     expect("6.11b-2", variant("round"), Status.FAIL, "四捨五入")
     expect("6.11b-2", variant("no_cap"), Status.FAIL, "n_max")
     expect("6.11b-2", variant("zero"), Status.FAIL, "0 を返して", "1 以上")
+
+
+def test_rounding_at_the_border_is_named():
+    """学習者の試行: int(n_out // cost.hiding_width(...)) と、幅を n_out // n で求めた答えが通っていた。"""
+    def floor_division(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        return max(1, min(n_max, int(n_out // cost.hiding_width(hw, bytes_per_value, direction))))
+
+    def true_division_no_tol(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        return max(1, min(n_max, int(n_out / cost.hiding_width(hw, bytes_per_value, direction))))
+
+    def integer_width(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        h, best = cost.hiding_width(hw, bytes_per_value, direction), 1
+        for ways in range(1, n_max + 1):
+            if n_out // ways >= h * (1 - 1e-9):
+                best = ways
+        return best
+    expect("6.11b-2", floor_division, Status.FAIL, "ちょうど等しくなる境目", "丸められる", "相対 1e-9")
+    expect("6.11b-2", true_division_no_tol, Status.FAIL, "ちょうど等しくなる境目", "相対 1e-9")
+    expect("6.11b-2", integer_width, Status.FAIL, "n_out // n", "実数の割り算")
+
+
+def test_off_by_one_searches_are_named():
+    """学習者の試行: range(1, n_max) と、隠れない最小の n を返す答えに、帯域のヒントが出ていた。"""
+    def below_cap(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        h, best = cost.hiding_width(hw, bytes_per_value, direction), 1
+        for ways in range(1, n_max):
+            if n_out / ways >= h * (1 - 1e-9):
+                best = ways
+        return best
+
+    def first_failing(hw, n_out, n_max, bytes_per_value=2, direction="one"):
+        h = cost.hiding_width(hw, bytes_per_value, direction)
+        for ways in range(1, n_max + 1):
+            if n_out / ways < h * (1 - 1e-9):
+                return ways
+        return n_max
+    expect("6.11b-2", below_cap, Status.FAIL, "n_max 自身", "range(1, n_max + 1)")
+    expect("6.11b-2", first_failing, Status.FAIL, "隠れない最小の n", "その 1 つ前")
 
 
 def test_wrong_types_and_unnamed_errors():
@@ -105,5 +166,10 @@ def test_the_library_function_with_and_without_the_cap():
     def without_cap(hw, n_out, n_max, bytes_per_value=2, direction="one"):
         return cost.max_chunks_hidden(hw, n_out, bytes_per_value, direction)
 
-    expect("6.11b-2", with_cap, Status.PASS)
-    expect("6.11b-2", without_cap, Status.FAIL, "n_max")
+    def with_cap_and_tol(hw, n_out, n_max, bytes_per_value=2, direction="one"):  # 境目は許容差で
+        return max(1, min(n_max, math.floor(n_out / cost.hiding_width(hw, bytes_per_value, direction) * (1 + 1e-9))))
+
+    # cost.max_chunks_hidden は許容差なしの // で切り捨てるので、丸めの境目で 1 小さい（問題文がそう書く）
+    expect("6.11b-2", with_cap, Status.FAIL, "ちょうど等しくなる境目")
+    expect("6.11b-2", with_cap_and_tol, Status.PASS)
+    expect("6.11b-2", without_cap, Status.FAIL, "上限 n_max =", "を超える")

@@ -96,6 +96,39 @@ def test_wrong_rows_are_named():
         expect("6.11b-1", lambda x, w, a: ring(x, w, a, n_right=lambda n: (n - 1) // 2), Status.FAIL, "反対側", "行が 0")
 
 
+def no_wrap(x, w, axis_name):  # 組を (j, j + 1)・(j, j − 1) と書き、折り返しの組を落とした
+    n, d, m = lax.axis_size(axis_name), lax.axis_index(axis_name), x.shape[0]
+    out = lax.dynamic_update_slice_in_dim(jnp.zeros((n * m, w.shape[1]), x.dtype), x @ w, d * m, axis=0)
+    right = left = x
+    for s in range(1, n // 2 + 1):
+        right = lax.ppermute(right, axis_name, [(j, j + 1) for j in range(n - 1)])
+        out = lax.dynamic_update_slice_in_dim(out, right @ w, ((d - s) % n) * m, axis=0)
+        if s <= (n - 1) // 2:
+            left = lax.ppermute(left, axis_name, [(j, j - 1) for j in range(1, n)])
+            out = lax.dynamic_update_slice_in_dim(out, left @ w, ((d + s) % n) * m, axis=0)
+    return out
+
+
+def test_missing_wraparound_pairs_are_named():
+    """学習者の試行: 折り返しの組のない ppermute が、書く行の誤りと言われていた（8 と 3 デバイス）。"""
+    if N > 1:
+        expect("6.11b-1", no_wrap, Status.FAIL, "(n − 1, 0)", "0 を受け取ります", "(j, (j ± 1) % n)")
+    else:
+        expect("6.11b-1", no_wrap, Status.PASS, CANNOT_TELL)
+
+
+def test_too_few_steps_are_counted():
+    """学習者の試行: range(1, n // 2) のステップ（3 デバイスでは ppermute が 0 回）が、書く行の誤りと言われていた。"""
+    short = lambda x, w, a: ring(x, w, a, n_right=lambda n: n // 2 - 1, n_left=lambda n: n // 2 - 1)  # noqa: E731
+    if N % 2 == 0:  # n が偶数: ちょうど反対側の行だけが 0
+        expect("6.11b-1", short, Status.FAIL, "反対側", "行が 0")
+    elif N > 1:
+        expect("6.11b-1", short, Status.FAIL, f"ppermute が {2 * (N // 2 - 1)} 回", f"n − 1 = {N - 1} 回",
+               "range(1, n // 2 + 1)")
+    else:
+        expect("6.11b-1", short, Status.PASS, CANNOT_TELL)
+
+
 def test_one_ppermute_for_both_directions_is_explained():
     def both_at_once(x, w, axis_name):
         n = lax.axis_size(axis_name)
