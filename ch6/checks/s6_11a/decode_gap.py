@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ... import profile
-from ...checking import Fail, call, exercise, fmt
+from ...checking import Fail, LearnerError, call, exercise, fmt
 from .common import exercise_rng, pair_of_numbers, sep, synthetic
 
 # 必須: 帯域 = stream_run["gib"] × 2**30 バイト ÷ stream のデバイスの時間（1 回の実行、秒）。
@@ -14,12 +14,16 @@ DATASHEET = 819e9
 
 
 def answer(stream, stream_run, decode, decode_run, *, stream_wall=False, decode_wall=False, gigabytes=False,
-           twice=False, datasheet=False, over_bound=False):
-    seconds = stream_run["seconds"] if stream_wall else stream.step_time() * 1e-6 / (stream.n_steps if twice else 1)
+           twice=False, datasheet=False, over_bound=False, total=False):
+    def device_seconds(prof):
+        if total:
+            return sum(d for _, _, d in prof.steps) * 1e-6
+        return prof.step_time() * 1e-6 / (prof.n_steps if twice else 1)
+    seconds = stream_run["seconds"] if stream_wall else device_seconds(stream)
     size = stream_run["gib"] * (1e9 if gigabytes else 2**30)
     bandwidth = DATASHEET if datasheet else size / seconds
     bound = decode_run["read"] / bandwidth
-    device = decode_run["seconds"] if decode_wall else decode.step_time() * 1e-6 / (decode.n_steps if twice else 1)
+    device = decode_run["seconds"] if decode_wall else device_seconds(decode)
     return bound, (device - bound) / (bound if over_bound else device)
 
 
@@ -76,6 +80,7 @@ MISTAKES = [
     (dict(gigabytes=True), "GiB を 10 の 9 乗バイトとして数えています。1 GiB は 2**30 バイトなので、"
                            "stream_run[\"gib\"] × 2**30 です。"),
     (dict(twice=True), "実行の回数で 2 度割っています。step_time() はすでに 1 回の実行の時間なので、n_steps で割りません。"),
+    (dict(total=True), "すべての実行の合計の時間を使っています。使うのは 1 回の実行の時間（step_time()）です。"),
     (dict(datasheet=True), "データシートの 819 GB/s を使っています。ここで求めるのは、stream の記録から測った"
                            "達成できる帯域による下限です。"),
     (dict(over_bound=True), "割合を下限で割っています。デバイスの時間のうちの割合なので、(デバイスの時間 − 下限) ÷ "
@@ -86,8 +91,14 @@ MISTAKES = [
 @exercise("6.11a-3", "decode_gap")
 def check_decode_gap(fn):
     for what, stream, stream_run, decode, decode_run in cases():
-        got = pair_of_numbers(call(fn, stream, dict(stream_run), decode, dict(decode_run)), f"{what}{sep(what)}の戻り値",
-                              "(下限の秒, 割合)")
+        try:
+            value = call(fn, stream, dict(stream_run), decode, dict(decode_run))
+        except LearnerError as err:
+            if isinstance(err.exc, KeyError):
+                raise Fail(f"dict にないキー {err.exc.args[0]!r} を読んで止まりました。stream_run のキーは \"gib\" と "
+                           "\"seconds\"、decode_run のキーは \"read\" と \"seconds\" です。") from None
+            raise
+        got = pair_of_numbers(value, f"{what}{sep(what)}の戻り値", "(下限の秒, 割合)")
         want = answer(stream, stream_run, decode, decode_run)
         if _close(got, want):
             continue
@@ -98,6 +109,11 @@ def check_decode_gap(fn):
         if _close(got[:1], want[:1]) and abs(got[1] - (1 - want[1])) <= SHARE_ATOL:
             raise Fail(f"{what}{sep(what)}で、割合が説明できる側（下限 ÷ デバイスの時間）になっています。"
                        "説明できない割合は 1 からそれを引いた値です。")
+        if _close(got[:1], [want[0] * 1e6]):
+            raise Fail(f"{what}{sep(what)}で、下限がマイクロ秒になっています。step_time() はマイクロ秒なので "
+                       "× 1e-6 で秒にします。")
+        if _close(got[:1], want[:1]) and abs(got[1] - 100 * want[1]) <= 100 * SHARE_ATOL:
+            raise Fail(f"{what}{sep(what)}で、割合を百分率にしています。0〜1 の数で返します。")
         if _close(got[:1], [want[0] * 1e3]):
             raise Fail(f"{what}{sep(what)}で、下限がミリ秒になっています。秒で返します。")
         raise Fail(f"{what}{sep(what)}で、(下限, 割合) は ({fmt(want[0])} 秒, {fmt(want[1])}) のはずが、"

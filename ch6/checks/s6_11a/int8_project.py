@@ -33,7 +33,13 @@ def reference(x, q, scale):
 
 def _structure(fn, x, q) -> None:
     """x が bf16 のとき: 重みの大きさの掛け算・割り算と、float32 の重みがないこと。"""
-    eqns = traced_eqns(fn, x, q, cases_scale(q))
+    try:
+        eqns = traced_eqns(fn, x, q, cases_scale(q))
+    except LearnerError as err:
+        if type(err.exc).__name__ == "TracerArrayConversionError":
+            raise Fail("NumPy（np.einsum や np.asarray など）で計算しています。int8_project は jit の中で呼ばれるので "
+                       "jnp を使います。") from None
+        raise
     size = int(np.prod(q.shape))
     weight_sized = []
     for e in eqns:
@@ -50,6 +56,19 @@ def _structure(fn, x, q) -> None:
         if dtype == jnp.float32:
             raise Fail(f"q を float32 の重み {fmt(shape)} に変えています。重みの 4 倍のバイトになるので、"
                        "q は x の型（bf16）に変えて縮約し、float32 は縮約の結果（preferred_element_type）で使います。")
+
+
+def _mistakes(x, q, scale):
+    """値の誤りの形（float64 で求めた出力）と、そのメッセージ。"""
+    xs, qs = np.asarray(x, np.float64), np.asarray(q, np.float64)
+    s = np.asarray(scale, np.float64)[:, 0]
+    raw = np.einsum("bsd,fd->bsf", xs, qs)
+    as_int8 = np.einsum("bsd,fd->bsf", np.trunc(xs), qs) * s
+    return [
+        (raw, "scale を掛けていません。q は量子化した整数の値なので、縮約の後の出力に出力チャネルごとの scale を掛けます。"),
+        (raw / s, "scale で割っています。q × scale が元の重みなので、縮約の後の出力に scale を掛けます。"),
+        (as_int8, "x を int8 に変えて縮約しています。x の小数が切り捨てられるので、q のほうを x の型に変えて縮約します。"),
+    ]
 
 
 def cases_scale(q):
@@ -78,6 +97,9 @@ def check_int8_project(fn):
             * np.asarray(scale, np.float64)[None, :, 0:1] if s == f else None
         g = np.asarray(jnp.asarray(got, jnp.float32), np.float64)
         tol = 2e-2 * np.abs(want).max()
+        for alt, text in _mistakes(x, q, scale):
+            if np.abs(g - alt).max() <= 2e-2 * np.abs(alt).max() and np.abs(g - want).max() > tol:
+                raise Fail(text)
         if wrong_broadcast is not None and np.abs(g - wrong_broadcast).max() <= tol < np.abs(g - want).max():
             raise Fail(f"scale（形 {fmt(tuple(scale.shape))}）を長さ 1 の軸を残したまま掛けたので、系列の軸に沿って"
                        "ブロードキャストされました。scale[:, 0] で形 (F,) にして、出力チャネルの軸に掛けます。")

@@ -8,9 +8,12 @@ EX = "6.11a-3"
 
 
 def make(stream_wall=False, decode_wall=False, gigabytes=False, twice=False, datasheet=False, over_bound=False,
-         busy=False, explained=False, ms=False):
+         busy=False, explained=False, ms=False, us=False, percent=False, total=False):
     def decode_gap(stream, stream_run, decode, decode_run):
-        seconds = stream_run["seconds"] if stream_wall else stream.step_time() * 1e-6
+        def device_seconds(prof):
+            t = sum(d for _, _, d in prof.steps) if total else (prof.busy() if busy else prof.step_time())
+            return t * (1 if us else 1e-6)
+        seconds = stream_run["seconds"] if stream_wall else device_seconds(stream)
         if twice:
             seconds /= stream.n_steps
         size = stream_run["gib"] * (1e9 if gigabytes else 2**30)
@@ -19,11 +22,12 @@ def make(stream_wall=False, decode_wall=False, gigabytes=False, twice=False, dat
         if decode_wall:
             device = decode_run["seconds"]
         else:
-            device = (decode.busy() if busy else decode.step_time()) * 1e-6
+            device = device_seconds(decode)
         if twice:
             device /= decode.n_steps
         share = (device - bound) / (bound if over_bound else device)
-        return (bound * (1e3 if ms else 1)), (1 - share if explained else share)
+        share = 1 - share if explained else share
+        return bound * (1e3 if ms else 1), share * (100 if percent else 1)
     return decode_gap
 
 
@@ -41,6 +45,16 @@ def test_named_mistakes():
     expect(EX, make(over_bound=True), Status.FAIL, "下限で割って")
     expect(EX, make(explained=True), Status.FAIL, "説明できる側")
     expect(EX, make(ms=True), Status.FAIL, "ミリ秒")
+
+
+def test_units_percent_total_and_keys_are_named():
+    expect(EX, make(us=True), Status.FAIL, "下限がマイクロ秒になっています", "× 1e-6 で秒に")
+    expect(EX, make(percent=True), Status.FAIL, "割合を百分率にしています", "0〜1 の数で返します")
+    expect(EX, make(total=True), Status.FAIL, "すべての実行の合計の時間", "step_time()")
+
+    def lesson_key(stream, stream_run, decode, decode_run):
+        return decode_run["read"] / (stream_run["bytes"] / stream.step_time() * 1e6), 0.1
+    expect(EX, lesson_key, Status.FAIL, "'bytes'", '"gib"', '"read"')
 
 
 def test_malformed_answers():

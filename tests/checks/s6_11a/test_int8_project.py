@@ -44,9 +44,24 @@ def test_wrong_broadcast_when_the_shapes_happen_to_fit_is_named():
     expect(EX, keeps_axis_only_when_it_fits, Status.FAIL, "ブロードキャスト")
 
 
+def test_scale_missing_or_divided_x_as_int8_and_numpy_are_named():
+    import numpy as np
+    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)), Status.FAIL, "scale を掛けていません")
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)) / s[:, 0]).astype(x.dtype),
+           Status.FAIL, "scale で割っています")
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x.astype(jnp.int8), q, preferred_element_type=jnp.int32)
+                                * s[:, 0]).astype(x.dtype), Status.FAIL, "x を int8 に変えて")
+
+    def with_numpy(x, q, s):
+        y = np.einsum("bsd,fd->bsf", np.asarray(x, np.float32), np.asarray(q, np.float32))
+        return (y * np.asarray(s)[:, 0]).astype(x.dtype)
+    expect(EX, with_numpy, Status.FAIL, "NumPy", "jit の中で呼ばれるので jnp を使います")
+
+
 def test_other_wrong_answers():
     expect(EX, lambda x, q, s: reference(x, q, s)[:, :, :2], Status.FAIL, "形")
-    expect(EX, lambda x, q, s: jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)), Status.FAIL, "値")
+    expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)) * s[0]).astype(x.dtype),
+           Status.FAIL, "値")
     expect(EX, lambda x, q, s: 3, Status.FAIL, "配列")
 
 
