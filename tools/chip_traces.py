@@ -157,7 +157,8 @@ def decode(out: Path) -> dict:
 
 def train_step(out: Path) -> dict:
     """6.9a の大きくした学習ステップ（バッチ 16）と、トレースが示す変更（Adam の m を bf16 で持つ: 更新が読み書き
-    するバイトが減る）。バッチ 32 は一時領域 19.5 GB で v5e の HBM（15.75 GB）に載らない（2026-12-06 に試した）。"""
+    するバイトが減る）。バッチ 32 は載らない（2026-12-06 に試した: XLA は「HLO temporaries (19.53G) exceeds
+    available HBM (15.75G)」と報告した。G は GiB）。"""
     import jax.numpy as jnp
     import optax
 
