@@ -206,7 +206,8 @@ TITLE = """# The accelerator leg: its last result
 
 Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator RECORD=1`); do not edit.
 Each mode's section is replaced by the last run in that mode (one run, or several runs of one day combined
-with `--combine`, when the notebooks do not fit one call of the machine).
+with `--combine`, when the notebooks do not fit one call of the machine). A section named `MODE-partial`
+(`--section`) is a later run of some notebooks only, kept beside that mode's last full run.
 """
 
 
@@ -276,9 +277,10 @@ def combine(folders: list[Path]) -> tuple[dict, list[dict], list[tuple[str, str]
     return envs[0], [records[n] for n in order], sorted(skipped.items())
 
 
-def write_record(target: Path, env: dict, text: str) -> None:
+def write_record(target: Path, env: dict, text: str, section: str | None = None) -> None:
+    """Replace this mode's section (or the named one: a partial run kept beside the mode's full run)."""
     old = target.read_text(encoding="utf-8") if target.exists() else ""
-    target.write_text(merge(old, env["mode"], text), encoding="utf-8")
+    target.write_text(merge(old, section or env["mode"], text), encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -286,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("paths", nargs="*", help="notebooks (default: notebooks/ and solutions/)")
     ap.add_argument("--out", default=str(ROOT / "build" / "accelerator"), help="folder for records.json")
     ap.add_argument("--record", help="also write the result page here (e.g. docs/accelerator.md)")
+    ap.add_argument("--section", help="with --record: write under this name instead of the mode's (a run of some "
+                    "notebooks, kept beside the mode's last full run), e.g. accelerator-partial")
     ap.add_argument("--combine", nargs="+", metavar="OUT",
                     help="run nothing: write the page from these runs' --out folders (with --record)")
     args = ap.parse_args(argv)
@@ -294,7 +298,7 @@ def main(argv=None) -> int:
         text = page(env, records, skipped)
         print(text)
         if args.record:
-            write_record(Path(args.record), env, text)
+            write_record(Path(args.record), env, text, args.section)
         return 0
     os.environ.pop("JAX_PLATFORMS", None)  # whatever accelerator JAX finds
     os.environ.setdefault("PYTHONHASHSEED", "0")
@@ -316,7 +320,7 @@ def main(argv=None) -> int:
     (out / "accelerator.md").write_text(text, encoding="utf-8")
     (out / "run.json").write_text(json.dumps({"env": env, "skipped": skipped}, ensure_ascii=False), encoding="utf-8")
     if args.record:
-        write_record(Path(args.record), env, text)
+        write_record(Path(args.record), env, text, args.section)
     errors = sum(len(r["errors"]) for r in records)
     fails = sum(FAIL in c for r in records for c in r["checks"] if r["notebook"].startswith("solutions/"))
     print(f"== {env['device_kind']} × {env['device_count']}, JAX {env['jax']}: {len(records)} notebooks, "
