@@ -1,7 +1,7 @@
 """wheel だけを入れた venv の中で実行する（.ci/wheel_smoke.sh から）。作業フォルダにリポジトリはない。
 
 1. パッケージがチェックアウトではなく venv から読み込まれていること、出力を整える規則と採点用のデータがあること
-2. 演習ノートブック 6.1 に、正しい解答 1 つと間違った解答 1 つを書いて実行: ✅ と ❌ と ⏳ が出ること
+2. 演習ノートブック 6.1 に、正しい解答 1 つと間違った解答 1 つを書いて実行: ✅ 正解・❌ 不正解・⏳ 未解答 が出ること
 3. そのノートブックを ch6-grade で採点: 同じ結果になること
 4. 6.6 の 2 プロセス実行（python -m ch6.multihost.launch）が成功すること
 5. 6.9 の 3 冊（学習、チェックポイント、プロセスを失って再開）と 6.10 の本編のノートブックが、チェックアウトのない
@@ -56,7 +56,7 @@ nbformat.write(nb, learner)
 run = nbformat.read(learner, as_version=4)
 NotebookClient(run, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute(env=env)
 text = "\n".join(o.get("text", "") for c in run.cells for o in c.get("outputs", []) if o.get("output_type") == "stream")
-lines = re.findall(r"^(✅|❌|⏳|⚠️) \[([\w.-]+)\]", text, re.M)
+lines = re.findall(r"^(✅|❌|⏳|⚠️) (?:正解|不正解|エラー|未解答|採点できません|未定義) \[([\w.-]+)\]", text, re.M)
 print("notebook:", " ".join(f"{m}{i}" for m, i in lines))
 marks = dict((i, m) for m, i in lines)
 assert marks.get("6.1-1") == "✅" and marks.get("6.1-2") == "❌", lines
