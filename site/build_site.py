@@ -440,13 +440,15 @@ def _source_lines(nb: Path) -> set[str]:
 
 def solution_blocks() -> list[dict]:
     """solutions/ の解答（### BEGIN SOLUTION … ### END SOLUTION）。1 つごとに：ノートブック、解答を書く関数の名前、
-    解答にしかない行（12 文字以上、コメントでない、レッスンにも演習のノートブックにもない行）。"""
+    解答にしかない行（12 文字以上、コメントでない、どのレッスンにも演習のノートブックにもない行。
+    ほかの節のレッスンが見せている行（「n = lax.axis_size(axis_name)」など）は解答だけの行ではない）。"""
+    published = set()
+    for folder in ("notebooks", "exercises"):
+        for other in (ROOT / folder).glob("*.ipynb"):
+            published |= _source_lines(other)
     blocks = []
     for sol in sorted((ROOT / "solutions").glob("*.ipynb"), key=course_key):
-        shared = set()
-        for other in (ROOT / "notebooks" / sol.name, ROOT / "exercises" / sol.name):
-            if other.exists():
-                shared |= _source_lines(other)
+        shared = published
         for cell in _cells(sol):
             source = _cell_text(cell)
             for m in _SOLUTION.finditer(source):
