@@ -1,7 +1,6 @@
 """tools/nbinputs.py: what a notebook's outputs depend on (make depends, make notebook, the ledger), one test per
 kind of input: absolute imports and ch6.x attributes, relative imports, a solution's section checks and what they
 import, data files of any suffix read by a module. Runs on a small package in a temporary folder; executes nothing."""
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import nbinputs  # noqa: E402
 import recipe  # noqa: E402
+
+from tests.tools.common import notebook_json  # noqa: E402
 
 LOAD = '"""節。"""\nfrom .. import load_section\n\n__all__ = load_section(__name__, globals())\n'
 PACKAGE = {
@@ -44,19 +45,14 @@ PACKAGE = {
 }
 
 
-def _nb(*sources: str) -> str:
-    cells = [{"cell_type": "code", "id": f"c{k}", "metadata": {}, "source": s, "outputs": [],
-              "execution_count": None} for k, s in enumerate(sources)]
-    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
-
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     files = dict(PACKAGE)
-    files["notebooks/6_1_vmap.ipynb"] = _nb("import ch6\nn = ch6.setup()", "y = ch6.precision.X")
-    files["notebooks/6_9b_checkpoint_resume.ipynb"] = _nb("%matplotlib inline\nfrom ch6.capstone import data, resume")
-    files["notebooks/6_11a_profile.ipynb"] = _nb("from ch6 import profile")
-    files["solutions/6_7_cost_memory.ipynb"] = _nb("import ch6", 'ch6.check("6.7-1", f)')
+    files["notebooks/6_1_vmap.ipynb"] = notebook_json("import ch6\nn = ch6.setup()", "y = ch6.precision.X")
+    files["notebooks/6_9b_checkpoint_resume.ipynb"] = notebook_json("%matplotlib inline\nfrom ch6.capstone import data, resume")
+    files["notebooks/6_11a_profile.ipynb"] = notebook_json("from ch6 import profile")
+    files["solutions/6_7_cost_memory.ipynb"] = notebook_json("import ch6", 'ch6.check("6.7-1", f)')
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text, encoding="utf-8")
@@ -120,7 +116,7 @@ def test_data_files_of_any_suffix_read_by_a_module(repo):
 
 
 def test_a_module_started_by_name_is_an_input(repo):
-    (repo / "notebooks" / "6_6_multihost.ipynb").write_text(_nb("from ch6 import multihost"), encoding="utf-8")
+    (repo / "notebooks" / "6_6_multihost.ipynb").write_text(notebook_json("from ch6 import multihost"), encoding="utf-8")
     assert "ch6/multihost/train.py" in _inputs(repo, "notebooks/6_6_multihost.ipynb")  # python -m ch6.multihost.train
     assert "ch6/checks/__init__.py" not in _inputs(repo, "notebooks/6_6_multihost.ipynb")  # a package's name: not started
     with pytest.raises(SystemExit):

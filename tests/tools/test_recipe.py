@@ -11,17 +11,13 @@ sys.path.insert(0, str(ROOT / "tools"))
 import nbinputs  # noqa: E402
 import recipe  # noqa: E402
 
-
-def _nb(*sources: str) -> str:
-    cells = [{"cell_type": "code", "id": f"c{k}", "metadata": {}, "source": s, "outputs": [],
-              "execution_count": None} for k, s in enumerate(sources)]
-    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+from tests.tools.common import notebook_json  # noqa: E402
 
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """レッスン・解答・節のチェックを 1 つずつ持つ git リポジトリ（コミット済み）。"""
-    files = {"notebooks/6_1_vmap.ipynb": _nb("x = 1"), "solutions/6_1_vmap.ipynb": _nb("def f(): ..."),
+    files = {"notebooks/6_1_vmap.ipynb": notebook_json("x = 1"), "solutions/6_1_vmap.ipynb": notebook_json("def f(): ..."),
              "ch6/checks/s6_1/rbf.py": "A = 1\n", "ch6/checking.py": "B = 1\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -39,7 +35,7 @@ def repo(tmp_path, monkeypatch):
 def test_only_what_changed_since_head_is_re_executed(repo):
     lesson, solution = repo / "notebooks" / "6_1_vmap.ipynb", repo / "solutions" / "6_1_vmap.ipynb"
     assert not recipe.needs_execution(lesson) and not recipe.needs_execution(solution)
-    solution.write_text(_nb("def f(): return 1"), encoding="utf-8")  # 解答だけを直した
+    solution.write_text(notebook_json("def f(): return 1"), encoding="utf-8")  # 解答だけを直した
     assert recipe.needs_execution(solution) and not recipe.needs_execution(lesson)
 
 
@@ -58,8 +54,8 @@ def test_a_change_in_a_library_module_the_notebook_imports_re_executes_it(repo):
     """ch6/lm.py を直すと、それを（直接または ch6.capstone 経由で）読み込むノートブックだけが実行し直しになる。"""
     files = {"ch6/lm.py": "A = 1\n", "ch6/capstone/__init__.py": "",
              "ch6/capstone/train.py": "from .. import lm\n", "ch6/capstone/worker.py": "W = 1\n",
-             "notebooks/6_9a_train.ipynb": _nb("import ch6\nfrom ch6.capstone import (\n    train)"),
-             "notebooks/6_1_vmap.ipynb": _nb("import ch6\nx = 1")}
+             "notebooks/6_9a_train.ipynb": notebook_json("import ch6\nfrom ch6.capstone import (\n    train)"),
+             "notebooks/6_1_vmap.ipynb": notebook_json("import ch6\nx = 1")}
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text, encoding="utf-8")
@@ -76,7 +72,7 @@ def test_a_change_in_a_library_module_the_notebook_imports_re_executes_it(repo):
 
 def test_a_stamp_records_the_last_execution(repo):
     solution = repo / "solutions" / "6_1_vmap.ipynb"
-    solution.write_text(_nb("def f(): return 2"), encoding="utf-8")
+    solution.write_text(notebook_json("def f(): return 2"), encoding="utf-8")
     assert recipe.needs_execution(solution)
     recipe.write_stamp(solution)
     assert not recipe.needs_execution(solution)
