@@ -56,10 +56,11 @@ GPU の行
     v5p = chip("TPU v5p")
     v5p.ridge                 # リッジポイント（FLOP/バイト）
     v5p.flops / v5p.axis_bw   # データ並列のしきい値（1 チップのトークン数、ブックの形。ch6.cost を参照）
+    book_chip("TPU v5e").ridge  # ブックが数値例に使った入力の行（240）。データシートの行は 241
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GB = 10**9
 TERA = 10**12
@@ -206,6 +207,27 @@ def chip(name: str) -> Chip:
         if c.name == name:
             return c
     raise KeyError(f"{name!r} is not in ch6.hardware.CHIPS: {[c.name for c in CHIPS]}")
+
+
+#: スケーリングブックが数値例に使った入力（ブックの値そのもの。データシートの行 ``CHIPS`` とは別に持つ）。
+#: ブックの数値例（v5e のリッジポイント 240、推論の章の 4.98 ms、b* 2,550 / 850 / 2,200 …）は、この入力を
+#: ``book_chip`` の行にして講座の関数で再現します。データシートの行を直しても（訂正）、ブックの数値例の再現は
+#: 変わりません（CONTRIBUTING の「データシートの訂正」）。
+BOOK_INPUTS: dict[str, dict[str, float]] = {
+    # 第 1 章 "All About Rooflines": 1.97e14 FLOP/s、HBM 8.2e11 バイト/秒（リッジ 240）。第 2 章の表: ICI 4.5e10。
+    "TPU v5e": dict(flops=1.97e14, hbm_bw=8.2e11, ici_link_oneway=4.5e10),
+    # 第 2 章の表: 4.59e14 FLOP/s、ICI 9e10。第 5 章の b* 2,550 / 850。
+    "TPU v5p": dict(flops=4.59e14, ici_link_oneway=9e10),
+    # GPU の章: bf16 の密な行列積 990 TFLOP/s、NVLink の片方向の出口 450 GB/s（b* 2,200）。
+    "H100 SXM": dict(flops=9.9e14, nvlink_oneway=4.5e11),
+}
+
+
+def book_chip(name: str) -> Chip:
+    """スケーリングブックが数値例に使った入力の行（``BOOK_INPUTS``。ほかの欄はデータシートの行と同じ）。"""
+    if name not in BOOK_INPUTS:
+        raise KeyError(f"{name!r} has no inputs in ch6.hardware.BOOK_INPUTS: {sorted(BOOK_INPUTS)}")
+    return replace(chip(name), **BOOK_INPUTS[name], source=SCALING_BOOK, url=SCALING_BOOK_URL)
 
 
 #: ``jax.Device.device_kind`` → 表の行の名前。TPU の device_kind は世代の名前と違います（v5e は "TPU v5 lite"、

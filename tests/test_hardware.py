@@ -17,6 +17,7 @@ import dataclasses
 
 import pytest
 
+from ch6 import hardware
 from ch6.hardware import CHIPS, GB, Chip, chip
 
 BOOK_ICI_ONEWAY = {"TPU v5e": 4.5e10, "TPU v6e": 9e10, "TPU v5p": 9e10}
@@ -73,10 +74,27 @@ def test_gpu_axis_bandwidth_is_half_the_nvlink_total():
         assert c.scaleout_bw == pytest.approx(50 * GB)  # ConnectX-7 400 Gb/s per GPU
 
 
-def test_ridge_of_v5e_is_the_books_240():
-    assert chip("TPU v5e").ridge == pytest.approx(240, rel=0.01)
+def test_ridge_of_v5e_is_the_books_240_from_the_books_inputs():
+    assert hardware.book_chip("TPU v5e").ridge == pytest.approx(240, rel=0.01)
     for c in CHIPS:
         assert c.ridge == pytest.approx(c.flops / c.hbm_bw)
+
+
+def test_book_inputs_are_the_books_and_the_datasheet_rows_stay_near_them():
+    """The policy for a datasheet correction (CONTRIBUTING): the book's worked numbers are computed from
+    BOOK_INPUTS, never from a datasheet row, so a corrected row (a few per cent) moves no book number; a row more
+    than 15 % from the book's input is a unit slip, not a correction."""
+    assert hardware.BOOK_INPUTS["TPU v5e"] == dict(flops=1.97e14, hbm_bw=8.2e11, ici_link_oneway=4.5e10)
+    for name, inputs in hardware.BOOK_INPUTS.items():
+        book, row = hardware.book_chip(name), chip(name)
+        assert book.source == hardware.SCALING_BOOK and book.name == row.name
+        for field, value in inputs.items():
+            assert getattr(book, field) == value
+            assert getattr(row, field) == pytest.approx(value, rel=0.15), (name, field)
+    corrected = dataclasses.replace(chip("TPU v5e"), hbm_bw=chip("TPU v5e").hbm_bw * 1.05)
+    assert corrected.ridge < 230 and hardware.book_chip("TPU v5e").ridge == pytest.approx(240, rel=0.01)
+    with pytest.raises(KeyError, match="BOOK_INPUTS"):
+        hardware.book_chip("B200 (HGX)")
 
 
 def test_dcn_per_chip_gives_the_books_75000_for_v5p():
@@ -96,8 +114,6 @@ def test_a_row_without_its_link_fields_is_refused():
 
 
 def test_device_kind_picks_the_exact_row_and_never_a_similar_name():
-    from ch6 import hardware
-
     assert hardware.for_device_kind("TPU v5 lite").name == "TPU v5e"
     assert hardware.for_device_kind("TPU v5").name == "TPU v5p"  # 部分一致なら v5e を選んでしまう
     assert hardware.for_device_kind("TPU v6 lite").name == "TPU v6e"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import profile
 from ...checking import Fail, LearnerError, call, exercise, fmt
+from ...hardware import chip
 from .common import exercise_rng, pair_of_numbers, sep, synthetic
 
 # 必須: 帯域 = stream_run["gib"] × 2**30 バイト ÷ stream のデバイスの時間（1 回の実行、秒）。
@@ -10,7 +11,7 @@ from .common import exercise_rng, pair_of_numbers, sep, synthetic
 # 戻り値は (下限の秒, 割合)。デバイスの時間は step_time() でも busy() でもよい（下限は相対 1 %、割合は 0.008 まで）。
 RTOL = 1e-2
 SHARE_ATOL = 8e-3
-DATASHEET = 819e9
+DATASHEET = chip("TPU v5e").hbm_bw  # 公表値（データシートの行。訂正はここにも届く）
 
 
 def answer(stream, stream_run, decode, decode_run, *, stream_wall=False, decode_wall=False, gigabytes=False,
@@ -81,7 +82,7 @@ MISTAKES = [
                            "stream_run[\"gib\"] × 2**30 です。"),
     (dict(twice=True), "実行の回数で 2 度割っています。step_time() はすでに 1 回の実行の時間なので、n_steps で割りません。"),
     (dict(total=True), "すべての実行の合計の時間を使っています。使うのは 1 回の実行の時間（step_time()）です。"),
-    (dict(datasheet=True), "データシートの 819 GB/s を使っています。ここで求めるのは、stream の記録から測った"
+    (dict(datasheet=True), f"データシートの {DATASHEET / 1e9:.0f} GB/s を使っています。ここで求めるのは、stream の記録から測った"
                            "達成できる帯域による下限です。"),
     (dict(over_bound=True), "割合を下限で割っています。デバイスの時間のうちの割合なので、(デバイスの時間 − 下限) ÷ "
                             "デバイスの時間です。"),
