@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ch6 import glossary
+from ch6 import glossary, learner_text, sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 LEARNER_FILES = glossary.learner_files(ROOT)
@@ -75,14 +75,14 @@ def test_code_strings_skip_docstrings_and_read_f_strings_as_templates():
     src = ('def f(x):\n    """旧式の説明（学習者は読まない）"""\n'
            '    return f"期待 {x.shape}、実際 {x}"\n'
            'LABEL = "English only"\n')
-    texts = glossary._strings(src)
+    texts = learner_text.strings(src)
     assert texts == [(3, "期待 {x.shape}、実際 {x}")], texts
 
 
 def test_notebook_code_cells_read_docstrings_too():
     """ノートブックの関数の docstring は学習者がセルの中で読むので、コードセルでは読む（.py のチェックでは読まない）。"""
     src = 'def f(x):\n    """割り切れる最初の軸を \'data\' で分ける"""\n    return x\n'
-    assert (2, "割り切れる最初の軸を 'data' で分ける") in glossary.code_texts(src)
+    assert (2, "割り切れる最初の軸を 'data' で分ける") in learner_text.code_texts(src)
     assert glossary.scan({"cells": [{"cell_type": "code", "source": src}]})
 
 
@@ -273,6 +273,22 @@ CAUGHT = [
     "すべてのセルが動きますが、3 章の送るバイトはすべて 0 です",
     "クエリは位置 $t$ 以下のキーだけを見ます（**因果マスク**（causal mask））。",
     "（デバイスごとに積み重なる。[0] が基準と一致（誤差 1e-6 以内））",
+    # issue 46: N 方向、ベストエフォート、トレードオフ、オプティマイザ、weight decay、木、台本、約束、軸の長さ
+    "テンソル並列 4 方向で、通信の時間 ÷ 計算の時間は",
+    "テンソル並列 {ways} 方向で",
+    "`wq`・`wo` と MLP は $t$ 方向に分割したまま",
+    "部分和を model 方向に足す",
+    "この見積もりはベストエフォートです。",
+    "メモリを減らす代わりに通信が増える、という **トレードオフ** です。",
+    "オプティマイザの状態",
+    "この最適化器（weight decay つきの adamw など）は",
+    "状態は保存したのと同じ辞書の木で返してください。",
+    "値は木全体の `lax.psum` と同じです",
+    "台本どおりの損失を返す小さなステップ",
+    "`out_specs=P()` は「全デバイスで同じ値」という約束です。",
+    "論理軸 heads は tensor に分割する約束ですが",
+    "（model 軸の長さが 1 なので通信が現れず）",
+    "'model' 軸の長さが 1 なら",
 ]
 ALLOWED = [
     "先頭軸の長さ（4 * n_devices）がデバイスの数と違います",         # 配列の軸の長さ
@@ -355,7 +371,7 @@ ALLOWED = [
     "1 台のマシンで 1 つのプロセスを動かすとき",
     "何台ものホストにまたがる TPU Pod",
     "{len(cluster['hosts'])} 台 × {n} プロセス",
-    "台本どおりの損失を返す小さなステップ",
+    "台帳に記録します",
     "n = 1 は通信がないので、いつも計算律速でチップ 1 個です。",
     "このノートブックの 3 節で",
     "本編の 5 節の `pmap_step` は",
@@ -370,8 +386,60 @@ ALLOWED = [
     "クエリは位置 $t$ 以下のキーだけを見ます（**因果マスク**、causal mask）。",
     "備考に理由（例「ファイルが壊れていて読めません（JSON の 53 行目）。」）が出ます",
     "（リングの式 = {round(ring['FSDP（集め直す）'])}）",
-    "等しいときは計算律速とみなす約束（>=）なので",                   # 束（トレーサ）の規則
+    "等しいときは計算律速とみなす決まり（>=）なので",                 # 束（トレーサ）の規則
+    # issue 46: 同じ語の正しい使い方
+    "合計をリンクの本数と 2 方向で割った値",                          # 方向（向き）
+    "半分ずつ逆向きに（2 方向へ同時に）",
+    "双方向のリングで送ります",
+    "1 方向は 1 本のリンクです",
+    "テンソル並列 4 並列で、通信の時間 ÷ 計算の時間は",
+    "メモリを減らす代わりに通信が増える兼ね合いです",
+    "最適化器（optimizer）の状態",
+    "重み減衰（weight decay）つきの adamw",
+    "all-reduce の実装には木構造のものもあります",
+    "pytree 全体の `lax.psum` と同じです",
+    "先頭軸の長さ（4 * n_devices）",
+    "`model` 軸の大きさが 1 なので通信が現れません",
 ]
+
+
+# ---- つないだ文字列の継ぎ目（issue 46）: "… w と" "KV …" は「w とKV」と表示される
+JOINS_CAUGHT = [
+    'raise Fail("重みの 1 値のバイト w と"\n           "KV キャッシュの読み込みを数えます。")',
+    'MSG = (f"{n} 個の組は"\n       "B をいくら増やしても計算律速になりません。")',
+    'msg = ("結果は x"  # コメントをはさんでも\n       "でした。")',
+    'msg = ("`psum`"\n       "で足します。")',
+]
+JOINS_ALLOWED = [
+    'raise Fail("重みの 1 値のバイト w と "\n           "KV キャッシュの読み込みを数えます。")',
+    'MSG = ("計算律速になりません。"\n       "B を増やしても同じです。")',
+    'msg = ("組は {b}"\n       "でした。")',
+    'msg = "行は\\n"\n',
+    'a = "組は"\nb = "B です"\n',                       # 別の文字列（つないでいない）
+    'msg = f"値は {x}" f"でした"',
+    'msg = ("改行のあと\\n"\n       "B です")',
+]
+
+
+@pytest.mark.parametrize("src", JOINS_CAUGHT)
+def test_a_missing_space_at_a_join_of_string_pieces_is_caught(src, tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text(src + "\n", encoding="utf-8")
+    hits = glossary.scan_file(p)
+    assert len(hits) == 1 and "空白" in hits[0].use, hits
+
+
+@pytest.mark.parametrize("src", JOINS_ALLOWED)
+def test_joins_with_a_space_or_punctuation_are_allowed(src):
+    assert not learner_text.string_joins(src), learner_text.string_joins(src)
+
+
+def test_joins_are_reported_in_notebook_code_cells_by_the_md_line(tmp_path):
+    md = tmp_path / "n.md"
+    md.write_text("---\njupytext:\n  formats: ipynb,md:myst\n---\n\n# 見出し\n\n```{code-cell} ipython3\n"
+                  'print("組は"\n      "B です")\n```\n', encoding="utf-8")
+    (tmp_path / "n.ipynb").write_text("{}", encoding="utf-8")
+    assert [h.where.split("/")[-1] for h in glossary.scan_file(tmp_path / "n.ipynb")] == ["n.md:10"]
 
 
 def _hits(sentence):
@@ -426,15 +494,29 @@ def test_own_words_drops_only_the_mentions():
 
 def test_a_sentence_is_measured_as_rendered():
     src = "[公式ドキュメント](https://docs.jax.dev/en/latest/201/sharding.html) の `jax.device_put` と $2(n-1)/n$ を **見ます**。"
-    [(_, raw)] = glossary.split_sentences(src)
-    assert glossary.rendered(raw) == "公式ドキュメント の jax.device_put と 2(n-1)/n を 見ます。"
-    assert glossary.rendered("![図](fig.png)画像の<br>後<!-- メモ -->") == "画像の後"
-    assert glossary.rendered("日本語の行が\n折り返しても続きます。English\nwraps") == "日本語の行が折り返しても続きます。English wraps"
+    [(_, raw)] = sentences.split_sentences(src)
+    assert sentences.rendered(raw) == "公式ドキュメント の jax.device_put と 2(n-1)/n を 見ます。"
+    assert sentences.rendered("![図](fig.png)画像の<br>後<!-- メモ -->") == "画像の後"
+    assert sentences.rendered("日本語の行が\n折り返しても続きます。English\nwraps") == "日本語の行が折り返しても続きます。English wraps"
+
+
+def test_inline_code_that_looks_like_a_myst_role_is_code():
+    """`{V:x}` は MyST のロール {role}`…` ではない（issue 46: 6.3b の 130 文字の文が、ここで 76 文字と数えられていた）。"""
+    src = "型の（varying、`{V:x}`）値を足し合わせて、プリミティブ `psum_invariant` を使うからです。"
+    assert sentences.rendered(src) == "型の（varying、{V:x}）値を足し合わせて、プリミティブ psum_invariant を使うからです。"
+    assert sentences.rendered("{term}`シャーディング <sharding>` です") == "シャーディング です"
+
+
+def test_a_paragraph_wrapped_over_lines_is_one_sentence(tmp_path):
+    p = tmp_path / "doc.md"
+    p.write_text("あ" * 60 + "、\n" + "い" * 60 + "、\n`code` と" + "う" * 10 + "です。\n", encoding="utf-8")
+    [s] = sentences.sentences_in(p)
+    assert s.where.endswith(":1") and len(s.text) == 60 + 1 + 60 + 1 + 1 + 4 + 2 + 10 + 3, s  # 改行は 1 つの空白
 
 
 def test_sentences_end_at_the_period_outside_quotes_and_parentheses():
     src = "JAX は「軸が足りません。」と言います（理由は 2 つ。後で見ます）。次の文です。`a。b` も 1 つです。"
-    assert [s for _, s in glossary.split_sentences(src)] == [
+    assert [s for _, s in sentences.split_sentences(src)] == [
         "JAX は「軸が足りません。」と言います（理由は 2 つ。後で見ます）。", "次の文です。", "`a。b` も 1 つです。"]
 
 
@@ -442,7 +524,7 @@ def test_markdown_units_split_items_headings_and_cells_and_skip_code_and_math():
     md = ("# 見出しです\n\n段落の 1 行目、\n2 行目です。\n- 項目 A です\n- 項目 B です\n\n"
           "| 列 | 説明 |\n|---|---|\n| `a|b` | セルです |\n\n```bash\necho 日本語のコード。\n```\n\n"
           "$$\n\\text{式の中の日本語}\n$$\n<!-- 日本語のコメント -->\n> **引用**：引用です。\n")
-    units = glossary.markdown_units(md)
+    units = sentences.markdown_units(md)
     assert units == [(1, "見出しです"), (3, "段落の 1 行目、\n2 行目です。"), (5, "項目 A です"), (6, "項目 B です"),
                      (8, "列"), (8, "説明"), (10, "`a|b`"), (10, "セルです"), (20, "**引用**：引用です。")], units
 
@@ -454,8 +536,8 @@ def test_a_reference_list_entry_is_not_measured_but_a_citation_in_a_sentence_is(
     sentence = ("もう 1 つの方法は、アテンションの間だけ分割する軸を入れ替えることです（Jacobs ほか, \"DeepSpeed Ulysses: "
                 "System Optimizations for Enabling Training\", https://arxiv.org/abs/2309.14509）。")
     p.write_text(f"## 参考文献\n\n{entry}\n\n{sentence}\n", encoding="utf-8")
-    assert glossary.is_reference(entry) and not glossary.is_reference(sentence)
-    assert [(s.where.split(":")[-1], len(s.text) > 120) for s in glossary.sentences_in(p)] == [("1", False), ("5", True)]
+    assert sentences.is_reference(entry) and not sentences.is_reference(sentence)
+    assert [(s.where.split(":")[-1], len(s.text) > 120) for s in sentences.sentences_in(p)] == [("1", False), ("5", True)]
 
 
 def test_sentences_in_a_notebook_twin_are_its_markdown_only(tmp_path):
@@ -464,14 +546,14 @@ def test_sentences_in_a_notebook_twin_are_its_markdown_only(tmp_path):
     md.write_text("---\njupytext:\n  formats: ipynb,md:myst\n---\n\n# 見出し\n\n短い文です。" + long + "\n\n"
                   "```{code-cell} ipython3\nprint(\"" + long + "\")  # " + long + "\n```\n", encoding="utf-8")
     (tmp_path / "n.ipynb").write_text("{}", encoding="utf-8")
-    found = glossary.sentences_in(tmp_path / "n.ipynb")
+    found = sentences.sentences_in(tmp_path / "n.ipynb")
     assert [(s.where.split("/")[-1], len(s.text)) for s in found] == [("n.md:6", 3), ("n.md:8", 6), ("n.md:8", 131)]
 
 
 def test_check_messages_are_measured_per_sentence_with_fields_as_four_characters(tmp_path):
     p = tmp_path / "m.py"
     p.write_text('def f(x):\n    raise Fail(f"形が {x.shape} でした。" "直します。")\n', encoding="utf-8")
-    assert [s.text for s in glossary.sentences_in(p)] == ["形が 〇〇〇〇 でした。", "直します。"]
+    assert [s.text for s in sentences.sentences_in(p)] == ["形が 〇〇〇〇 でした。", "直します。"]
 
 
 def test_the_cli_lists_long_sentences_and_fails_over_the_limit(tmp_path, capsys):
@@ -484,10 +566,10 @@ def test_the_cli_lists_long_sentences_and_fails_over_the_limit(tmp_path, capsys)
     assert glossary.main(["--long", str(p)]) == 0
 
 
-LENGTH_FILES = glossary.length_files(ROOT)
+LENGTH_FILES = sentences.length_files(ROOT)
 @pytest.mark.parametrize("path", LENGTH_FILES, ids=[p.relative_to(ROOT).as_posix() for p in LENGTH_FILES])
 def test_no_learner_sentence_is_over_120_characters(path):
-    over = [str(s) for s in glossary.sentences_in(path) if len(s.text) > glossary.TOO_LONG]
+    over = [str(s) for s in sentences.sentences_in(path) if len(s.text) > sentences.TOO_LONG]
     assert not over, "\n".join(over)
 
 
