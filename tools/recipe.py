@@ -234,8 +234,23 @@ def depends(module: str, run: bool) -> int:
         print(f"no notebook depends on {module}")
     if not run or not found:
         return 0
-    return sync_and_execute(found, force=True) or \
+    return sync_and_execute(found, force=True) or prose_numbers(found) or \
         subprocess.call([PY, "docs/workshop_times.py", "--write"], cwd=ROOT)   # 本文が変わった本編の時間の表も
+
+
+def prose_numbers(executed: list[Path]) -> int:
+    """本文の数（データシートの行や出力が決めるもの: tools/prose_numbers.py）を書き直し、本文が変わった
+    ノートブックの双子を揃えて印を付け直す（コードは変わらないので実行し直さない）。"""
+    rc = subprocess.call([PY, "tools/prose_numbers.py", "--write"], cwd=ROOT)
+    if rc:
+        return rc
+    sys.path.insert(0, str(ROOT / "tools"))
+    import twins
+
+    for nb in executed:
+        if twins.sync(nb):
+            write_stamp(nb)
+    return subprocess.call([PY, "tools/prose_numbers.py", "--check"], cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
 def own_checkout() -> None:
