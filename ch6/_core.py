@@ -15,7 +15,7 @@ import pkgutil
 from typing import Any
 
 from . import edition, explain
-from .checking import Entry, Fail, LearnerError, NotDone, one_line, registered
+from .checking import Entry, Fail, LearnerError, NotDone, TimeUp, one_line, registered, time_limit
 
 __all__ = ["Status", "MARKS", "WORDS", "Result", "check", "run_check", "RESULTS", "registry", "load_errors"]
 
@@ -149,7 +149,8 @@ def _run_check(exercise_id: str, answer: Any) -> Result:
     try:
         with _full_precision():  # どのバックエンドでも同じ判定に（ch6.precision.full の説明）
             detail = entry.fn(answer)
-        return Result(exercise_id, Status.PASS, f"{entry.title}: 正解です。{detail}".rstrip())
+        # 行の頭に「✅ 正解」があるので、本文は何を確かめたかだけ（「正解です。」を重ねない。issue 46）
+        return Result(exercise_id, Status.PASS, f"{entry.title}: {detail}".rstrip() if detail else entry.title)
     except NotDone:
         return Result(exercise_id, Status.NOT_DONE,
                       f"{entry.title}: まだ解答されていません（NotImplementedError のままです）。")
@@ -167,10 +168,36 @@ def _run_check(exercise_id: str, answer: Any) -> Result:
                       f"{type(exc).__name__}: {one_line(exc)}")
 
 
+# チェック 1 つの制限時間（秒）: ノートブックの ch6.check と nbgrader 版の採点のセル。ch6-grade の --check-timeout と
+# nbgrader の autograde（ch6.grading.gradecells.CHECK_TIMEOUT）の既定も同じ 60 秒
+CHECK_SECONDS = 60
+
+
+def run_check_within(exercise_id: str, answer: Any, seconds: float = CHECK_SECONDS) -> Result:
+    """run_check と同じだが、seconds 秒で終わらなければ時間切れ（TIMEOUT）の Result。終わらないループの関数で
+    ノートブックの「すべて実行」が止まらないように。時間を計れない環境（Windows など）では run_check と同じ。"""
+    try:
+        with time_limit(seconds):
+            return run_check(exercise_id, answer)
+    except TimeUp:
+        title = _title(exercise_id)
+        return Result(exercise_id, Status.TIMEOUT, (
+            f"{title}: チェックが {seconds:g} 秒以内に終わりませんでした。関数が終わらないループに入っていませんか？"
+            "（while の条件、range の範囲、自分自身の呼び出しを確かめてください）"))
+
+
+def _title(exercise_id: str) -> str:
+    try:
+        entry = registry().get(exercise_id)
+    except Exception:
+        entry = None
+    return entry.title if entry is not None else exercise_id
+
+
 def check(exercise_id: str, answer: Any) -> None:
-    """ノートブック用: チェックを実行し、結果を 1 行で表示する。"""
+    """ノートブック用: チェックを実行し（CHECK_SECONDS 秒まで）、結果を 1 行で表示する。"""
     if os.environ.get("CH6_GRADING") == "1":  # ch6-grade の中: 採点側があとで全チェックを実行し直す
         return
-    result = run_check(exercise_id, answer)
+    result = run_check_within(exercise_id, answer)
     RESULTS.append(result)
     print(result.line)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -97,7 +98,10 @@ def _is_stub(exc: NotImplementedError) -> bool:
 
 
 def call(fn: Callable, *args, **kwargs):
-    """学習者の関数を呼ぶ。NotImplementedError は NotDone、それ以外の例外は LearnerError に。"""
+    """学習者の関数を呼ぶ。NotImplementedError は NotDone、それ以外の例外は LearnerError に。
+    学習者のコードが自分で送出した SystemExit（関数の中の sys.exit() や exit()）も LearnerError です。
+    KeyboardInterrupt は、採点の中（CH6_GRADING=1: 中断するのは採点の側の制限時間だけ）なら LearnerError、
+    学習者のノートブックでは止める操作なのでそのまま送出します。"""
     if not callable(fn):
         raise Fail(f"関数のはずの値が {type(fn).__name__} でした。関数そのものを渡してください。")
     try:
@@ -108,33 +112,84 @@ def call(fn: Callable, *args, **kwargs):
         raise
     except Exception as exc:  # 学習者のコードの中の例外
         raise LearnerError(exc) from exc
+    except SystemExit as exc:
+        raise LearnerError(exc) from exc
+    except KeyboardInterrupt as exc:
+        if os.environ.get("CH6_GRADING") != "1":
+            raise
+        raise LearnerError(exc) from exc
+
+
+class TimeUp(BaseException):
+    """:func:`time_limit` の時間切れ（with の外に出る。BaseException なので except Exception では止まらない）。"""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        self.seconds = seconds
 
 
 class _Late(BaseException):
-    """call_within の時間切れ（BaseException なので、学習者のコードの except Exception では止まらない）。"""
+    """SIGALRM で学習者のコードの中に送出する（args[0]: どの time_limit のものか）。"""
+
+
+_LIMITS: list[tuple[float, object]] = []  # いまの time_limit の (締め切り time.monotonic(), 印)、外側から順に
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """with の中が seconds 秒を超えたら TimeUp を送出する（終わらないループでノートブックが止まらないように）。
+    入れ子にでき、外側の締め切りも守ります。時間を計れるのは SIGALRM のある OS のメインスレッド（Jupyter の
+    カーネルのセル）だけで、ほかでは何もしません（Windows では学習者がカーネルを中断します）。"""
+    import signal
+    import threading
+    import time
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    me = object()
+
+    def on_alarm(signum, frame):
+        now = time.monotonic()
+        late = next((mark for end, mark in _LIMITS if end <= now + 1e-3), None)
+        if late is not None:
+            raise _Late(late)
+        _arm(time)
+
+    old = signal.signal(signal.SIGALRM, on_alarm) if not _LIMITS else None
+    _LIMITS.append((time.monotonic() + seconds, me))
+    _arm(time)
+    try:
+        yield
+    except _Late as exc:
+        if exc.args[0] is not me:
+            raise
+        raise TimeUp(seconds) from None
+    finally:
+        _LIMITS.pop()
+        if _LIMITS:
+            _arm(time)
+        else:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def _arm(time) -> None:
+    """いちばん早い締め切りに SIGALRM を合わせる。"""
+    import signal
+
+    first = min(end for end, _ in _LIMITS)
+    signal.setitimer(signal.ITIMER_REAL, max(first - time.monotonic(), 1e-3))
 
 
 def call_within(seconds: float, fn: Callable, *args, late: str, **kwargs):
     """call と同じだが、seconds 秒で返らなければ Fail(late)（終わらないループでノートブックが止まらないように）。
     時間を計れるのは SIGALRM のある OS のメインスレッド（Jupyter のカーネルのセル）だけで、ほかでは call と同じ。"""
-    import signal
-    import threading
-
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return call(fn, *args, **kwargs)
-
-    def on_alarm(signum, frame):
-        raise _Late
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return call(fn, *args, **kwargs)
-    except _Late:
+        with time_limit(seconds):
+            return call(fn, *args, **kwargs)
+    except TimeUp:
         raise Fail(late) from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---------------------------------------------------------------- 隠し入力の部品
@@ -273,14 +328,14 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
     if counts[0] != counts[1]:
         raise Fail(
             f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
-            "Python のループで 1 件ずつ処理しています。vmap で一度にバッチ化しましょう。"
+            "Python のループで 1 件ずつ処理しています。vmap で一度にバッチ化してください。"
         )
     prims = jaxpr_primitives(fn, *make_args(sizes[1]))
     loops = sorted(prims & {"scan", "while"})
     if loops:
         raise Fail(
             f"jaxpr に {', '.join(loops)} があるので、lax.map / scan / fori_loop で 1 件ずつ回しています。"
-            "vmap で一度にバッチ化しましょう。"
+            "vmap で一度にバッチ化してください。"
         )
 
 
@@ -305,7 +360,7 @@ def dict_entry(tree, key: str, what: str, keys: tuple[str, ...] = ("w", "b")):
         got = sorted(tree) if isinstance(tree, dict) else type(tree).__name__
         names = " と ".join(f"'{k}'" for k in keys)
         raise Fail(f"{what}はキー {names} の dict のはずですが、{got} が返りました。"
-                   "jax.tree.map で params と同じ形の dict を返しましょう。")
+                   "jax.tree.map で params と同じ形の dict を返してください。")
     return tree[key]
 
 

@@ -67,3 +67,15 @@ def test_exercise(cell) -> str | None:
         return None
     m = TEST_CALL.search("".join(cell.get("source", "")))
     return m.group(1) if m else str(meta["grade_id"])[5:].replace("_", ".", 1)
+
+
+def sane_metadata(cell) -> None:
+    """学習者が壊したセルのメタデータ（辞書でない、tags が文字列の並びでない）を、実行の前に外す。
+    nbclient はセルの tags を読むので、壊れたままだとその提出物の採点が止まる（クラス全体は止めない）。"""
+    from nbformat import NotebookNode
+
+    if not isinstance(cell.get("metadata"), dict):
+        cell["metadata"] = NotebookNode()
+    tags = cell.metadata.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        del cell.metadata["tags"]

@@ -21,7 +21,7 @@ import nbformat
 from .. import nbrun
 from .._core import Status
 from . import guard, isolate, outputs
-from .cells import is_test_cell
+from .cells import is_test_cell, sane_metadata
 from .exercises import Assignment, describe_cell
 from .model import Config, ExerciseResult
 from .session import CellState, KernelLost, KernelSession, Lost
@@ -75,7 +75,7 @@ def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     work.cells += [nbformat.v4.new_code_cell(guard.POKE) for _ in range(1 + len(assignment.ids))]
     for cell in work.cells:
         cell.pop("id", None)
-        _sane_metadata(cell)
+        sane_metadata(cell)
     learner_cells = [i for i in range(n_learner)  # nbgrader 版の採点のセルは飛ばす（同じチェックを採点セルで行う）
                      if work.cells[i].cell_type == "code" and work.cells[i].source.strip()
                      and not is_test_cell(work.cells[i])]
@@ -84,25 +84,16 @@ def plan(nb, assignment: Assignment, cfg: Config) -> Plan:
     return Plan(work, n_learner, learner_cells, assignment, cfg, given)
 
 
-def _sane_metadata(cell) -> None:
-    """学習者が壊したセルのメタデータ（辞書でない、tags が文字列の並びでない）を、実行の前に外す。
-    nbclient はセルの tags を読むので、壊れたままだとその提出物の採点が止まる（クラス全体は止めない）。"""
-    if not isinstance(cell.get("metadata"), dict):
-        cell["metadata"] = nbformat.NotebookNode()
-    tags = cell.metadata.get("tags")
-    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
-        del cell.metadata["tags"]
-
-
 def kernel_env(cfg: Config) -> dict[str, str]:
     env = nbrun.kernel_env(cfg.devices)
     env["CH6_GRADING"] = "1"  # 学習者セルの ch6.check は何もしない（採点は採点セルでまとめて）
     return env
 
 
-async def execute_and_check(nb, assignment: Assignment, cfg: Config,
-                            cwd: str) -> tuple[dict[str, ExerciseResult], list[str]]:
-    """学習者のセルを実行し、採点セルで全演習をチェックする。(結果, 備考) を返す。"""
+async def execute_and_check(nb, assignment: Assignment, cfg: Config, cwd: str,
+                            outputs_into=None) -> tuple[dict[str, ExerciseResult], list[str]]:
+    """学習者のセルを実行し、採点セルで全演習をチェックする。(結果, 備考) を返す。
+    outputs_into: nb と同じセルのノートブック。学習者のセルの出力をそこに写す（cfg.keep_outputs のとき。nbgrader 版）。"""
     p, st = plan(nb, assignment, cfg), State()
     # 隔離なしのときは、採点のしくみ・ほかの提出物・成績簿を写しておき、後で比べる
     watch = isolate.Watch(cfg.protect, skip=[cwd]) if (cfg.isolation or isolate.mode()) == isolate.UNISOLATED else None
@@ -120,6 +111,11 @@ async def execute_and_check(nb, assignment: Assignment, cfg: Config,
     changed = watch.verify() if watch else []
     if changed:  # 書き換えは元に戻し、この提出物を 0 点に
         st.flags.append((isolate.OUTSIDE, isolate.outside_note(changed)))
+    if outputs_into is not None:
+        for i in p.learner_cells:
+            target = outputs_into.cells[i]
+            target.outputs = p.work.cells[i].get("outputs", [])
+            target.execution_count = p.work.cells[i].get("execution_count")
     return _finish(p, st)
 
 

@@ -246,7 +246,8 @@ def _execute_class():
     """nbgrader の autograde の実行（nbgrader.preprocessors.Execute）を隔離し、実行の後に確かめる。"""
     from nbgrader.preprocessors import Execute as NbgraderExecute
 
-    from .nbgrader import _error, test_exercise
+    from .cells import test_exercise
+    from .gradecells import error_output
 
     class Execute(NbgraderExecute):
         def preprocess(self, nb, resources):
@@ -274,7 +275,7 @@ def _execute_class():
                 for cell in nb.cells:
                     eid = test_exercise(cell)
                     if eid:
-                        cell.setdefault("outputs", []).append(_error(eid, note + "。"))
+                        cell.setdefault("outputs", []).append(error_output(eid, note + "。"))
             return nb, resources
 
     return Execute

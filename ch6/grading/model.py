@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .._core import Status
+from .._core import CHECK_SECONDS, Status
 from ..env import DEFAULT_DEVICES
 
 # 状態の語（CSV・JSON・成績簿の status 列）と印の意味。ここ 1 か所が正本です（README の「先生方へ」はこれを写したもの）。
@@ -36,13 +36,14 @@ STATUS_WORDS: dict[str, tuple[str, str, str]] = {  # 語: (印, 意味, meaning)
 @dataclasses.dataclass
 class Config:
     timeout: float = 120.0        # ノートブック 1 冊の学習者セル全体の制限時間（秒）
-    check_timeout: float = 60.0   # チェック 1 つの制限時間（秒）
+    check_timeout: float = CHECK_SECONDS  # チェック 1 つの制限時間（秒）: ノートブックの ch6.check と同じ
     setup_timeout: float = 120.0  # 採点の準備（表示の関数の確保、ch6 の読み込み直し）の制限時間（秒）
     grace: float = 10.0           # 中断のあとカーネルが応答するまで待つ秒数
     devices: int = DEFAULT_DEVICES
     jobs: int = 2
     isolation: str | None = None  # ch6.grading.isolate の BUBBLEWRAP・UNISOLATED（None: isolate.mode() で決める）
     protect: tuple[str, ...] = ()  # 提出物ごとに確かめ、カーネルから隠す場所（提出物のフォルダ、成績簿）
+    keep_outputs: bool = False    # 学習者のセルの出力を残す（nbgrader の採点後のノートブックとフィードバックに）
 
 
 @dataclasses.dataclass

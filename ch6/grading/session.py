@@ -37,12 +37,14 @@ def _client_class():
     from nbclient import NotebookClient
 
     class GradeClient(NotebookClient):
-        """学習者セルの出力は捨てる（エラーの名前だけ残す）。採点セルの出力は残す。"""
+        """学習者セルの出力は捨てる（エラーの名前だけ残す。keep なら残す: nbgrader の採点後のノートブック）。
+        採点セルの出力は残す。"""
 
         n_learner = 0
+        keep = False
 
         def output(self, outs, msg, display_id, cell_index):
-            if cell_index < self.n_learner:
+            if cell_index < self.n_learner and not self.keep:
                 if msg["msg_type"] != "error":
                     return None  # 学習者セルの出力は採点に使わない（大量の print でも膨らまない）
                 msg["content"]["traceback"] = []
@@ -64,7 +66,7 @@ class KernelSession:
             resources={"metadata": {"path": cwd}}, on_cell_error=self._on_error,
             kernel_manager_class=isolate.kernel_manager_class(),  # 隔離して起動する（isolate.mode()）
         )
-        self.client.n_learner = n_learner
+        self.client.n_learner, self.client.keep = n_learner, cfg.keep_outputs
         self.channel = guard.Channel()  # 監視の UNIX ソケット（ホスト側）
 
     def _on_error(self, cell, cell_index, execute_reply):

@@ -122,4 +122,4 @@ def test_nbgrader_course_paths_and_the_autograde_step():
         nbgrader.configure(c)
     except ImportError:  # nbgrader のない環境（validate の差し替えだけが nbgrader を要る）
         pass
-    assert c["Autograde"]["autograde_preprocessors"][0] == "ch6.grading.isolate.Execute"
+    assert c["Autograde"]["autograde_preprocessors"][0] == "ch6.grading.autograde.Execute"  # 隔離は execute の中

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ch6.grading import gradecells
 from ch6.grading import nbgrader as edition
 from ch6.grading.exercises import DATA, check_calls
 
@@ -105,8 +106,8 @@ def _exercise_notebook(name="6_1_vmap"):
 
 def test_grade_cells_are_put_back_after_their_exercise_in_a_notebook_made_from_exercises():
     nb = _exercise_notebook()
-    restored, had_none = edition.restore_grade_cells(nb, "6_1_vmap")
-    ids = edition.course_notebook("6_1_vmap").ids
+    restored, had_none = gradecells.restore_grade_cells(nb, "6_1_vmap")
+    ids = gradecells.course_notebook("6_1_vmap").ids
     assert had_none and restored == ids
     for k, c in enumerate(nb.cells):
         if edition.test_exercise(c):
@@ -114,7 +115,7 @@ def test_grade_cells_are_put_back_after_their_exercise_in_a_notebook_made_from_e
     assert _meta(next(c for c in nb.cells if c.cell_type == "code"))["grade_id"] == "setup"
     gone = next(c for c in nb.cells if edition.test_exercise(c) == ids[1])
     nb.cells.remove(gone)
-    assert edition.restore_grade_cells(nb, "6_1_vmap") == ([ids[1]], False)
+    assert gradecells.restore_grade_cells(nb, "6_1_vmap") == ([ids[1]], False)
 
 
 def _executed(nb, lines: dict):
@@ -129,12 +130,12 @@ def _executed(nb, lines: dict):
 
 def test_guard_zeroes_grade_cells_after_code_that_replaces_the_checks():
     nb = _exercise_notebook()
-    edition.restore_grade_cells(nb, "6_1_vmap")
-    ids = edition.course_notebook("6_1_vmap").ids
+    gradecells.restore_grade_cells(nb, "6_1_vmap")
+    ids = gradecells.course_notebook("6_1_vmap").ids
     setup = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code")
     nb.cells.insert(setup + 1, nbformat.v4.new_code_cell("ch6.run_check = lambda *a, **k: None"))
     _executed(nb, {i: f"✅ 正解 [{i}] 正解です。" for i in ids})
-    said = edition.guard(nb, "6_1_vmap")
+    said = gradecells.guard(nb, "6_1_vmap")
     assert len(said) == 1 and "採点のしくみに触れています" in said[0] and "ch6.run_check" in said[0]
     for c in nb.cells:
         if edition.test_exercise(c):
@@ -143,18 +144,18 @@ def test_guard_zeroes_grade_cells_after_code_that_replaces_the_checks():
 
 def test_guard_zeroes_a_grade_cell_that_shows_no_result_and_names_an_unreadable_file():
     nb = _exercise_notebook()
-    edition.restore_grade_cells(nb, "6_1_vmap")
-    ids = edition.course_notebook("6_1_vmap").ids
+    gradecells.restore_grade_cells(nb, "6_1_vmap")
+    ids = gradecells.course_notebook("6_1_vmap").ids
     _executed(nb, {ids[0]: f"✅ 正解 [{ids[0]}] 正解です。"})
     silent = next(c for c in nb.cells if edition.test_exercise(c) == ids[1])
     silent.outputs = []  # 表示もエラーもない（エラーの報告が止められた）
-    assert edition.guard(nb, "6_1_vmap") == []
+    assert gradecells.guard(nb, "6_1_vmap") == []
     first = next(c for c in nb.cells if edition.test_exercise(c) == ids[0])
     assert not any(o.output_type == "error" for o in first.outputs)
     assert "結果の 1 行を表示しませんでした" in silent.outputs[-1].evalue
-    stand_in = edition.unreadable_notebook("6_1_vmap", "ファイルが壊れていて読めません。", "submitted/s/ps1/6_1_vmap.ipynb")
-    edition.restore_grade_cells(stand_in, "6_1_vmap")
-    said = edition.guard(stand_in, "6_1_vmap")
+    stand_in = gradecells.unreadable_notebook("6_1_vmap", "ファイルが壊れていて読めません。", "submitted/s/ps1/6_1_vmap.ipynb")
+    gradecells.restore_grade_cells(stand_in, "6_1_vmap")
+    said = gradecells.guard(stand_in, "6_1_vmap")
     assert said and all("submitted/s/ps1/6_1_vmap.ipynb" in c.outputs[0].evalue
                         for c in stand_in.cells if edition.test_exercise(c))
 
