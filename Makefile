@@ -90,11 +90,13 @@ depends: $(STAMP)
 
 # GPU・TPU のあるマシンで手で実行する（CI にはない）: JAX_PLATFORMS を外し、全レッスンと全解答をプロセス内（カーネルなし）で
 # 実行して、予期しないエラーとチェックの結果を表示する（tools/accelerator.py）。RECORD=1 で docs/accelerator.md に記録。
-# ACCEL_PYTHON=python3 ならマシンの JAX で（先に source tools/accelerator_prep.sh）。NOTEBOOKS=... で一部だけ
+# ACCEL_PYTHON=python3 ならマシンの JAX で（先に source tools/accelerator_prep.sh）。NOTEBOOKS=... で一部だけ。
+# CHECKS=1 でチェックの単体テスト（tests/checks）もチップで、CHECKS=only ならそれだけ（pytest が要る）
 ACCEL_PYTHON ?=
 test-accelerator: $(if $(ACCEL_PYTHON),,$(STAMP))
 	env -u JAX_PLATFORMS $(or $(ACCEL_PYTHON),$(BIN)/python) tools/accelerator.py \
-	  $(if $(RECORD),--record docs/accelerator.md,) $(NOTEBOOKS)
+	  $(if $(RECORD),--record docs/accelerator.md,) $(if $(filter only,$(CHECKS)),--checks-only,$(if $(CHECKS),--checks,)) \
+	  $(NOTEBOOKS)
 
 # チップのトレースを記録し直す（6.11a が読む ch6/data/traces/）: チップのあるマシンで生のトレースと測った値を
 # build/chip に書き、小さく切り詰めて ch6/data/traces/ に入れる（切り詰めはどのマシンでも: make chip-traces TRIM_ONLY=1）

@@ -59,7 +59,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "mutation: the mutation score of every check (make test-mutation, not make test)")
     devices = config.getoption("--devices") or os.environ.get("JAX_NUM_CPU_DEVICES") or "8"
     os.environ["JAX_NUM_CPU_DEVICES"] = str(devices)
-    os.environ["JAX_PLATFORMS"] = "cpu"
+    # CH6_TESTS_ON=accelerator: the accelerator leg runs the checks' own tests on the chip (tools/accelerator.py
+    # --checks), at its device count; everywhere else the tests run on the simulated CPU devices
+    if os.environ.get("CH6_TESTS_ON") != "accelerator":
+        os.environ["JAX_PLATFORMS"] = "cpu"
     os.environ.setdefault("PYTHONHASHSEED", "0")
     _own_checkout(config)
     # 採点は提出物を隔離して実行します（ch6.grading.isolate）。名前空間を使えないマシン（そういうコンテナの CI など）では、

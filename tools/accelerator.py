@@ -5,6 +5,7 @@
     python tools/accelerator.py notebooks/6_7_cost_memory.ipynb --out build/accelerator
     python tools/accelerator.py --record docs/accelerator.md   # also write the result page (date, chip, JAX)
     python tools/accelerator.py --combine run1 run2 --record docs/accelerator.md   # one page from several runs
+    python tools/accelerator.py --checks-only --record docs/accelerator.md   # the checks' own tests on the chip
     make test-accelerator                             # the same, from the project's venv
 
 Jupyter kernels need TCP sockets, which some accelerator machines forbid, so the cells run in-process in IPython's
@@ -17,7 +18,12 @@ Per notebook it prints the cells that raised an error that is not one of the les
 inside ``ch6.show.expect_error`` and do not raise), every check line (✅ / ❌ / ⏳), and the lines that report a
 measurement. The exit status is 1 when any notebook had an unexpected error or a ❌ for a reference solution.
 CI has no accelerator: this leg is run by hand (README, "On an accelerator"), and its last result is recorded in
-``docs/accelerator.md``.
+``docs/accelerator.md``, one section per mode and JAX version (``accelerator-jax0.12.0.1``, ``auto-jax0.10.2``).
+
+``--checks`` (or ``--checks-only``, without the notebooks) also runs the checks' own tests (tests/checks: every
+right answer accepted, every wrong one named) in a child process on the accelerator at its device count, before the
+notebooks open the chip; ``CH6_TESTS_ON=accelerator`` keeps conftest.py from forcing the CPU. Tests that need more
+devices than the chip has are skipped with their reason, and the page counts them.
 """
 from __future__ import annotations
 
@@ -27,8 +33,11 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,6 +185,53 @@ def run_all(paths: list[Path], out: Path) -> list[dict]:
     return records
 
 
+def run_checks_tests(out: Path, tests: str = "tests/checks") -> dict:
+    """The checks' own tests in a child process on the accelerator (before this process opens the chip)."""
+    xml = out / "checks.xml"
+    xml.unlink(missing_ok=True)
+    env = dict(os.environ, CH6_TESTS_ON="accelerator", PYTHONHASHSEED="0")
+    env.pop("JAX_PLATFORMS", None)
+    cmd = [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider", "-m", "not integration",
+           f"--junitxml={xml}", "-o", "junit_family=xunit1"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    result = {"seconds": round(time.perf_counter() - start, 1), "returncode": proc.returncode,
+              "passed": 0, "failed": [], "skipped": 0, "skip_reasons": {}}
+    if not xml.exists():
+        result["failed"].append({"test": "(pytest did not run)", "message": proc.stdout[-600:] + proc.stderr[-600:]})
+        return result
+    reasons = Counter()
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{case.get('file') or case.get('classname')}::{case.get('name')}"
+        bad = case.find("failure")
+        bad = bad if bad is not None else case.find("error")
+        skip = case.find("skipped")
+        if bad is not None:
+            result["failed"].append({"test": name, "message": (bad.get("message") or "")[:300]})
+        elif skip is not None:
+            result["skipped"] += 1
+            reasons[(skip.get("message") or "").removeprefix("Skipped: ")[:120]] += 1
+        else:
+            result["passed"] += 1
+    result["skip_reasons"] = dict(reasons.most_common())
+    return result
+
+
+def checks_lines(checks: dict | None) -> list[str]:
+    """The page's paragraph on the checks' own tests."""
+    if not checks:
+        return []
+    lines = ["### The checks' own tests on the chip (tests/checks)", "",
+             f"{checks['passed']} passed, {len(checks['failed'])} failed, {checks['skipped']} skipped "
+             f"in {checks['seconds']} s (every right answer accepted and every wrong one named, at the chip's "
+             f"device count)."]
+    if checks["skip_reasons"]:
+        lines += ["", "Skipped, by reason:"] + [f"- {n} × {why}" for why, n in checks["skip_reasons"].items()]
+    if checks["failed"]:
+        lines += ["", "Failed:"] + [f"- `{f['test']}`: {f['message']}" for f in checks["failed"]]
+    return lines + [""]
+
+
 def report(rec: dict) -> None:
     bad = [c for c in rec["checks"] if FAIL in c]
     print(f"== {rec['notebook']}: {rec['seconds']} s, {len(rec['cells'])} cells, "
@@ -205,9 +261,10 @@ MODES = {
 TITLE = """# The accelerator leg: its last result
 
 Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator RECORD=1`); do not edit.
-Each mode's section is replaced by the last run in that mode (one run, or several runs of one day combined
-with `--combine`, when the notebooks do not fit one call of the machine). A section named `MODE-partial`
-(`--section`) is a later run of some notebooks only, kept beside that mode's last full run.
+One section per mode and JAX version (`MODE-jaxVERSION`), replaced by the last run in that mode on that JAX (one
+run, or several runs of one day combined with `--combine`, when the notebooks do not fit one call of the machine).
+`MODE-jaxVERSION-checks` is a run of the checks' own tests alone (`--checks-only`); a section ending in `-partial`
+(`--section`) is a later run of some notebooks only, kept beside that full run.
 """
 
 
@@ -221,7 +278,12 @@ def merge(old: str, mode: str, section: str) -> str:
     return TITLE + "\n" + body
 
 
-def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
+def section_name(env: dict) -> str:
+    """The page's section for this run: its mode and JAX version (both versions are kept side by side)."""
+    return f"{env['mode']}-jax{env['jax']}"
+
+
+def page(env: dict, records: list[dict], skipped: list[tuple[str, str]], checks: dict | None = None) -> str:
     """One mode's section of the recorded result (docs/accelerator.md)."""
     lines = [
         f"## Mode `{env['mode']}`: {MODES.get(env['mode'], '')}",
@@ -242,7 +304,11 @@ def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
         lines.append(f"| {name} | skipped: {why} | | | | |")
     total_err = sum(len(r["errors"]) for r in records)
     total_bad = sum(FAIL in c for r in records for c in r["checks"])
-    lines += ["", f"Unexpected errors: {total_err}. Checks answering ❌: {total_bad}.", ""]
+    if records or skipped:
+        lines += ["", f"Unexpected errors: {total_err}. Checks answering ❌: {total_bad}.", ""]
+    else:
+        lines = [line for line in lines if not line.startswith("|")]
+    lines += checks_lines(checks)
     for r in records:
         if r["errors"] or any(FAIL in c for c in r["checks"]):
             lines.append(f"### {r['notebook']}")
@@ -258,15 +324,18 @@ def page(env: dict, records: list[dict], skipped: list[tuple[str, str]]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def combine(folders: list[Path]) -> tuple[dict, list[dict], list[tuple[str, str]]]:
+def combine(folders: list[Path]) -> tuple[dict, list[dict], list[tuple[str, str]], dict | None]:
     """The runs written to several --out folders (records.json, run.json) as one run: they must share the chip,
-    the JAX, the mode and the day; a notebook run twice keeps its last record."""
-    envs, records, skipped = [], {}, {}
+    the JAX, the mode and the day; a notebook run twice keeps its last record, and the checks' own tests the last
+    run of them."""
+    envs, records, skipped, checks = [], {}, {}, None
     for folder in folders:
         run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
         envs.append(run["env"])
         skipped.update(dict(run["skipped"]))
-        for rec in json.loads((folder / "records.json").read_text(encoding="utf-8")):
+        checks = run.get("checks") or checks
+        recs = folder / "records.json"
+        for rec in json.loads(recs.read_text(encoding="utf-8")) if recs.exists() else []:
             records[rec["notebook"]] = rec
     keys = ("date", "jax", "python", "backend", "device_kind", "device_count", "cpu_devices", "mode")
     for env in envs[1:]:
@@ -274,13 +343,13 @@ def combine(folders: list[Path]) -> tuple[dict, list[dict], list[tuple[str, str]
         if differ:
             raise SystemExit(f"runs differ in {differ}: {envs[0]} vs {env}")
     order = sorted(records, key=lambda n: (not n.startswith("notebooks/"), n))
-    return envs[0], [records[n] for n in order], sorted(skipped.items())
+    return envs[0], [records[n] for n in order], sorted(skipped.items()), checks
 
 
 def write_record(target: Path, env: dict, text: str, section: str | None = None) -> None:
-    """Replace this mode's section (or the named one: a partial run kept beside the mode's full run)."""
+    """Replace this mode and JAX version's section (or the named one: a partial run kept beside the full run)."""
     old = target.read_text(encoding="utf-8") if target.exists() else ""
-    target.write_text(merge(old, section or env["mode"], text), encoding="utf-8")
+    target.write_text(merge(old, section or section_name(env), text), encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -288,14 +357,18 @@ def main(argv=None) -> int:
     ap.add_argument("paths", nargs="*", help="notebooks (default: notebooks/ and solutions/)")
     ap.add_argument("--out", default=str(ROOT / "build" / "accelerator"), help="folder for records.json")
     ap.add_argument("--record", help="also write the result page here (e.g. docs/accelerator.md)")
-    ap.add_argument("--section", help="with --record: write under this name instead of the mode's (a run of some "
-                    "notebooks, kept beside the mode's last full run), e.g. accelerator-partial")
+    ap.add_argument("--section", help="with --record: write under this name instead of MODE-jaxVERSION (a run of "
+                    "some notebooks, kept beside that full run), e.g. accelerator-jax0.10.2-partial")
+    ap.add_argument("--checks", action="store_true",
+                    help="also run the checks' own tests (tests/checks) on the accelerator, before the notebooks")
+    ap.add_argument("--checks-only", action="store_true",
+                    help="run only the checks' own tests (recorded under MODE-jaxVERSION-checks)")
     ap.add_argument("--combine", nargs="+", metavar="OUT",
                     help="run nothing: write the page from these runs' --out folders (with --record)")
     args = ap.parse_args(argv)
     if args.combine:
-        env, records, skipped = combine([Path(f) for f in args.combine])
-        text = page(env, records, skipped)
+        env, records, skipped, checks = combine([Path(f) for f in args.combine])
+        text = page(env, records, skipped, checks)
         print(text)
         if args.record:
             write_record(Path(args.record), env, text, args.section)
@@ -305,7 +378,11 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [Path(p).resolve() for p in args.paths] or default_paths()
+    checks = None
+    if args.checks or args.checks_only:
+        checks = run_checks_tests(out)
+        print("\n".join(checks_lines(checks)), flush=True)
+    paths = [] if args.checks_only else [Path(p).resolve() for p in args.paths] or default_paths()
     skipped = []
     if not tcp_allowed():
         for p in list(paths):
@@ -314,18 +391,22 @@ def main(argv=None) -> int:
                 print(f"== {shown(p)}: skipped ({why})", flush=True)
                 skipped.append((shown(p), why))
                 paths.remove(p)
-    records = run_all(paths, out)
+    records = run_all(paths, out) if paths else []
     env = environment()
-    text = page(env, records, skipped)
+    text = page(env, records, skipped, checks)
     (out / "accelerator.md").write_text(text, encoding="utf-8")
-    (out / "run.json").write_text(json.dumps({"env": env, "skipped": skipped}, ensure_ascii=False), encoding="utf-8")
+    (out / "run.json").write_text(json.dumps({"env": env, "skipped": skipped, "checks": checks}, ensure_ascii=False),
+                                  encoding="utf-8")
     if args.record:
-        write_record(Path(args.record), env, text, args.section)
+        section = args.section or (section_name(env) + "-checks" if args.checks_only else None)
+        write_record(Path(args.record), env, text, section)
     errors = sum(len(r["errors"]) for r in records)
     fails = sum(FAIL in c for r in records for c in r["checks"] if r["notebook"].startswith("solutions/"))
+    broken = len(checks["failed"]) if checks else 0
     print(f"== {env['device_kind']} × {env['device_count']}, JAX {env['jax']}: {len(records)} notebooks, "
-          f"unexpected errors {errors}, ❌ in solutions {fails}", flush=True)
-    return 1 if errors or fails else 0
+          f"unexpected errors {errors}, ❌ in solutions {fails}"
+          + (f"; checks' own tests {checks['passed']} passed, {broken} failed" if checks else ""), flush=True)
+    return 1 if errors or fails or broken else 0
 
 
 if __name__ == "__main__":

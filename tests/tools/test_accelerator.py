@@ -40,6 +40,38 @@ def test_the_leg_reports_unexpected_errors_with_their_line_and_values(tmp_path):
     assert "tiny.ipynb" in page
 
 
+def test_the_checks_own_tests_run_in_a_child_and_are_counted(tmp_path):
+    """--checks: the checks' tests in a child process (CH6_TESTS_ON=accelerator keeps conftest from forcing the CPU;
+    here JAX finds only the CPU anyway), counted from pytest's JUnit file, failures and skip reasons listed."""
+    leg = _load_leg()
+    some = next(p for p in sorted((ROOT / "tests" / "checks" / "s6_1").glob("test_*.py")))
+    got = leg.run_checks_tests(tmp_path, str(some.relative_to(ROOT)))
+    assert got["passed"] + len(got["failed"]) > 0 and got["returncode"] == (1 if got["failed"] else 0), got
+    lines = "\n".join(leg.checks_lines(got))
+    assert f"{got['passed']} passed, {len(got['failed'])} failed" in lines
+    fake = {"seconds": 1.0, "passed": 3, "failed": [{"test": "t.py::x", "message": "AssertionError: 1"}],
+            "skipped": 2, "skip_reasons": {"集団通信は 2 デバイス以上でしか現れない": 2}}
+    lines = "\n".join(leg.checks_lines(fake))
+    assert "3 passed, 1 failed, 2 skipped" in lines and "- 2 × 集団通信" in lines and "`t.py::x`: AssertionError" in lines
+
+
+def test_a_checks_only_run_combines_with_the_notebooks_of_the_same_version(tmp_path):
+    leg = _load_leg()
+    env = {"date": "2026-12-06", "jax": "0.12.0.1", "python": "3.12.1", "backend": "tpu", "device_kind": "TPU v5 lite",
+           "device_count": 1, "cpu_devices": 8, "mode": "accelerator"}
+    a = _run_folder(tmp_path / "a", env, [{"notebook": "notebooks/6_1_vmap.ipynb", "seconds": 1.0, "cells": [0.1],
+                                           "errors": [], "checks": [], "measures": []}])
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "run.json").write_text(json.dumps({"env": env, "skipped": [], "checks": {
+        "seconds": 9.0, "passed": 5, "failed": [], "skipped": 1, "skip_reasons": {"needs 2 devices": 1}}}))
+    target = tmp_path / "accelerator.md"
+    assert leg.main(["--combine", str(a), str(b), "--record", str(target)]) == 0
+    text = target.read_text()
+    assert "<!-- mode: accelerator-jax0.12.0.1 -->" in text
+    assert "notebooks/6_1_vmap.ipynb" in text and "5 passed, 0 failed, 1 skipped" in text
+
+
 def test_the_record_keeps_one_section_per_mode():
     import importlib.util
 
