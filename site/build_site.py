@@ -59,6 +59,7 @@ from site_sources import (  # noqa: F401
     lessons,
     markdown_heading_id,
     markdown_headings,
+    off_nav,
     repo_url,
     rewrite_links,
     section_ids,
@@ -133,6 +134,8 @@ def stage(dest: Path = STAGING) -> list[str]:
         if staged == "index.md":
             text = text.replace("<!-- lessons -->", lessons_list()).replace("{archive}", ARCHIVE)
             text += toctree()
+        if staged.removesuffix(".md") in off_nav():  # 目次に入れないページ（Sphinx に孤立したページと伝える）
+            text = "---\norphan: true\n---\n\n" + text
         (dest / staged).parent.mkdir(parents=True, exist_ok=True)
         (dest / staged).write_text(text, encoding="utf-8")
     alts: dict[str, str] = {}
@@ -148,6 +151,7 @@ def stage(dest: Path = STAGING) -> list[str]:
                 (dest / "_files" / original.parent.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy2(original, dest / "_files" / original.parent.name / original.name)
     (dest / "_figure_alts.json").write_text(json.dumps(alts, ensure_ascii=False, indent=1, sort_keys=True), encoding="utf-8")
+    (dest / "_off_nav.json").write_text(json.dumps(sorted(off_nav())), encoding="utf-8")
     (dest / "_section_ids.json").write_text(json.dumps({k: sorted(v) for k, v in ids.items()}, indent=1), encoding="utf-8")
     (dest / "_lessons.json").write_text(json.dumps(
         {lesson_number(n): f"notebooks/{n.stem}" for n in lessons()}, indent=1), encoding="utf-8")

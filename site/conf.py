@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -12,10 +13,16 @@ sys.path.insert(0, str(HERE.parent / "tools"))
 from nbtemplate import repo_url  # noqa: E402
 
 project = "JAX 第 6 章ハンズオン"
-# 講座を公開している GitHub の組織（リポジトリの住所は tools/nbtemplate.py の 1 か所だけ）
-author = repo_url().rstrip("/").split("/")[-2]
+# フッタの作者は講座の名前で（GitHub の組織の短い名前 jax-ch6 ではなく）
+author = f"{project}の作者"
 copyright = author
 language = "ja"
+# 講座の版（pyproject.toml の version）と、講座が固定した JAX（requirements.txt の jax==…）。フッタに出す
+_pyproject = tomllib.loads((HERE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+COURSE_VERSION = _pyproject["project"]["version"]
+JAX_PIN = next((line.split("==", 1)[1].strip() for line in (HERE.parent / "requirements.txt").read_text().splitlines()
+                if line.startswith("jax==")), "?")
+version = release = COURSE_VERSION
 LICENSE = next((p.name for p in (HERE.parent / n for n in ("LICENSE", "LICENSE.md", "LICENSE.txt")) if p.exists()), None)
 
 extensions = ["myst_nb", "sphinx.ext.githubpages", "course_site"]
@@ -45,7 +52,7 @@ html_theme = "sphinx_book_theme"
 html_title = "JAX 第 6 章ハンズオン"
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
-html_js_files = ["course.js", "course-search.js"]
+html_js_files = ["course.js", "course-headings.js", "course-search.js"]
 html_favicon = "favicon.svg"
 # 明るい配色から（テーマの JavaScript が「mode が空」とコンソールにエラーを出さないように）
 html_context = {"default_mode": "light"}
@@ -65,9 +72,9 @@ html_theme_options = {
     # 検索欄は左の列に 1 つ（上の帯に 2 つ目を出さない）
     "navbar_persistent": [],
     "extra_footer": (
-        f"<p>© {author}。"
-        f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。'
-        + (f' ライセンス：<a href="{repo_url()}/blob/main/{LICENSE}">{LICENSE}</a>。' if LICENSE else "")
-        + "</p>"
+        f"<p>© {author}。講座の版 {COURSE_VERSION}（JAX {JAX_PIN} で実行した出力）。"
+        + (f'ライセンス：<a href="{repo_url()}/blob/main/{LICENSE}">{LICENSE}</a>。' if LICENSE
+           else "ライセンス：まだ決まっていません（リポジトリに LICENSE のファイルがありません）。")
+        + f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。</p>'
     ),
 }

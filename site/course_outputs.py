@@ -110,7 +110,8 @@ class ApiLinks(SphinxTransform):
         def link(m: re.Match):
             name = m.group(0)
             uri = jax_api.url(name) or f"{jax_api.BASE}search.html?q={jax_api.full_name(name)}"
-            return nodes.reference(name, name, refuri=uri, reftitle=jax_api.full_name(name), classes=["course-api"])
+            guide = ["course-api-guide"] if jax_api.full_name(name) in jax_api.GUIDES else []  # 項目のない名前は文書へ
+            return nodes.reference(name, name, refuri=uri, reftitle=jax_api.full_name(name), classes=["course-api", *guide])
 
         for lit in list(self.document.findall(nodes.literal)):
             if _skipped(lit) or _is_output(lit):

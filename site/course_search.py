@@ -36,6 +36,14 @@ def query_terms(text: str, protected: list[str]) -> list[str]:
     i = 0
     while i < len(text):
         word = next((w for w in protected if text.startswith(w, i)), None)
+        if word is None:  # 「KVキャッシュ」のように空白を省いた用語も、その用語（kv キャッシュ）として
+            word = next((w for w in protected if " " in w and text.startswith(w.replace(" ", ""), i)), None)
+            if word is not None:
+                out.extend([run] if run else [])
+                run = ""
+                out.append(word)
+                i += len(word.replace(" ", ""))
+                continue
         if word is None:
             m = _ASCII_TOKEN.match(text, i)
             if m:
@@ -95,7 +103,7 @@ class CourseJapanese(SearchJapanese):
         low = input.lower()
         words = super().split(input)
         words += query_terms(low, self.protected)
-        found = [w for w in self.protected if w in low]
+        found = [w for w in self.protected if w in low or (" " in w and w.replace(" ", "") in low)]
         words += found
         for w in found:  # 用語集の英語を同義語として（collective で 集団通信 のページが見つかる）
             words += self.synonyms.get(w, [])
@@ -105,3 +113,29 @@ class CourseJapanese(SearchJapanese):
         for m in _ASCII_TOKEN.finditer(low):
             words += identifier_pieces(m.group())
         return words
+
+
+def _skip_off_nav(app) -> None:
+    """docs/ と README のページ（build_site.py が書く _off_nav.json）を検索の索引に入れない（学習者の検索に出さない）。"""
+    path = Path(app.srcdir) / "_off_nav.json"
+    if not hasattr(app.builder, "index_page") or not path.exists():
+        return
+    off = set(json.loads(path.read_text(encoding="utf-8")))
+    original = app.builder.index_page
+
+    def index_page(pagename, doctree, title):
+        if pagename not in off:
+            original(pagename, doctree, title)
+
+    app.builder.index_page = index_page
+
+
+def _first_headings_js(app, exception) -> None:
+    """ページごとの最初の節の見出し（COURSE_FIRST_HEADINGS）：検索は、題か最初の見出しが語を名指すページを先に並べる。"""
+    if exception is not None or app.builder.format != "html":
+        return
+    # 演習のページの最初の見出しは最初の問題で、ページの主題ではないので数えない
+    data = {doc: meta.get("course_first_heading", "") for doc, meta in sorted(app.env.metadata.items())
+            if not doc.startswith("exercises/")}
+    (Path(app.outdir) / "_static" / "course-headings.js").write_text(
+        "const COURSE_FIRST_HEADINGS = " + json.dumps(data, ensure_ascii=False, indent=0) + ";\n", encoding="utf-8")

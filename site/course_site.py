@@ -27,7 +27,14 @@ from pathlib import Path
 
 from course_nodes import _href, _is_output, _replace_text, _skipped, _staged
 from course_outputs import ApiLinks, CourseOutputs, display_width, printed_table_parts  # noqa: F401
-from course_search import CourseJapanese, identifier_pieces, protected_words, query_terms  # noqa: F401
+from course_search import (  # noqa: F401
+    CourseJapanese,
+    _first_headings_js,
+    _skip_off_nav,
+    identifier_pieces,
+    protected_words,
+    query_terms,
+)
 from course_ui import UI_JA, UI_JA_ATTRIBUTES, UI_JA_JS, _install_ui_strings, _japanese_attributes, _translations_js  # noqa: F401
 from course_words import HEADING_WORDS, glossary_terms, glossary_words, heading_ids, synonyms, term_anchor, term_anchors  # noqa: F401
 from docutils import nodes
@@ -58,6 +65,8 @@ class StableHeadingIds(SphinxTransform):
             titles.append((depth, title.astext() if title is not None else ""))
         # MyST のページ間のリンク（[6.1 の 3 節](6_1_vmap.ipynb#sec-3)）が安定した id を引けるように
         slugs = self.env.metadata[self.env.docname].setdefault("myst_slugs", {})
+        # 検索の並べ方（course-search.js）：ページの最初の節の見出し
+        self.env.metadata[self.env.docname]["course_first_heading"] = next((t for d, t in titles if d == 2), "")
         for (depth, section), new, (_, text) in zip(sections, heading_ids(titles), titles):
             if not new or new in section["ids"]:
                 continue
@@ -203,6 +212,8 @@ def setup(app):
     app.add_transform(ApiLinks)
     app.connect("config-inited", _mathjax_static)
     app.connect("builder-inited", _install_ui_strings)
+    app.connect("builder-inited", _skip_off_nav)
+    app.connect("build-finished", _first_headings_js)
     app.connect("build-finished", _translations_js)
     app.connect("build-finished", _japanese_attributes)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -82,11 +82,39 @@ def full_name(name: str) -> str:
     return f"{ALIASES[head]}.{rest}" if head in ALIASES and rest else ALIASES.get(name, name)
 
 
-def url(name: str) -> str | None:
-    """API 名のリファレンスの URL（表になければ、. で切った親の名前のページ。どれもなければ None）。
+# API リファレンスに項目のない名前 → それを説明する JAX の文書のページ（BASE からの相対）。JAX のリポジトリの docs/
+# （2026-08 の main、0.11.1 の開発版）で、そのページのソースが名前を説明し、目次にあることを確かめたもの。
+# 親のページ（jax.lax.html）や検索（search.html?q=…）に行かせないために。
+GUIDES = {
+    "jax.reshard": "parallel.html",  # docs/parallel.md（jax.reshard と AbstractMesh の例）
+    "jax.sharding.reshard": "parallel.html",
+    "jax.sharding.AbstractMesh": "parallel.html",
+    "jax.lax.pcast": "notebooks/shard_map.html",  # docs/notebooks/shard_map.md（pcast の節）
+    "jax.checkpoint_policies": "gradient-checkpointing.html",  # docs/gradient-checkpointing.md（policy の節）
+    "jax.ad_checkpoint.print_saved_residuals": "gradient-checkpointing.html",
+    "jax.device_put_replicated": "migrate_pmap.html",  # docs/migrate_pmap.md（pmap からの移行）
+    "jax.config.update": "config_options.html",  # docs/config_options.rst（設定の一覧）
+    "jax.numpy.bfloat16": "default_dtypes.html",  # docs/default_dtypes.md（型）
+}
 
-    jax.Array.shape → jax.Array のページ、jax.config.update → jax.config のページ。
+
+def entry(name: str) -> str | None:
+    """名前そのものの項目のページ（BASE からの相対）。表にもガイドにもなければ None（親のページには行かせない）。"""
+    full = full_name(name)
+    if full in GUIDES:
+        return GUIDES[full]
+    table = read_table()
+    if full in table:
+        return table[full] or f"_autosummary/{full}.html"
+    return None
+
+
+def url(name: str) -> str | None:
+    """API 名のリファレンスの URL。名前の項目（entry）、それがなければ . で切った親の名前の項目（属性やメソッド：
+    jax.Array.shape → jax.Array のページ）。どれもなければ None。
     """
+    if entry(name) is not None:
+        return BASE + entry(name)
     table = read_table()
     parts = full_name(name).split(".")
     while len(parts) >= 2:

@@ -23,6 +23,14 @@ function splitQuery(query) {
   while (i < chars.length) {
     const rest = chars.slice(i).join("");
     let word = COURSE_WORDS.find((w) => rest.startsWith(w));
+    // 「KVキャッシュ」のように空白を省いた用語も、その用語（kv キャッシュ）として
+    const squeezed = word === undefined && COURSE_WORDS.find((w) => w.includes(" ") && rest.startsWith(w.replace(/ /g, "")));
+    if (squeezed) {
+      if (run) { out.push(run); run = ""; }
+      out.push(squeezed);
+      i += Array.from(squeezed.replace(/ /g, "")).length;
+      continue;
+    }
     if (word === undefined) {
       COURSE_ASCII.lastIndex = 0;
       const m = COURSE_ASCII.exec(rest);

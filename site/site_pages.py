@@ -202,13 +202,14 @@ def glossary_page() -> str:
 
 
 def toctree() -> str:
+    """左の列：本編・演習・資料（用語集と先生方へ）。docs/ と README（管理者・開発者へ）は学習者の列にも検索にも
+    出さない（site_sources.OFF_NAV。先生方へのページと README からリンクする）。"""
     names = "\n".join(f"notebooks/{nb.stem}" for nb in lessons())
     exercises = "\n".join(f"exercises/{ex.stem}" for ex in exercise_pages())
-    docs = "".join(f"docs/{d.stem}\n" for d in doc_pages())
     return (
         "\n\n```{toctree}\n:caption: 本編\n:hidden:\n\n" + names + "\n```\n\n"
         "```{toctree}\n:caption: 演習\n:hidden:\n\n" + exercises + "\n```\n\n"
-        "```{toctree}\n:caption: 資料\n:hidden:\n\nglossary\nteachers\n" + docs + "maintainers\n```\n"
+        "```{toctree}\n:caption: 資料\n:hidden:\n\nglossary\nteachers\n```\n"
     )
 
 
@@ -217,5 +218,7 @@ def docs_list() -> str:
     items = []
     for doc in doc_pages():
         title = next((t for d, t in markdown_headings(doc.read_text(encoding="utf-8")) if d == 1), doc.stem)
+        if title.isascii():  # 英語の開発者の記録（docs/accelerator.md）は README から
+            continue
         items.append(f"- [{title}](docs/{doc.name})")
     return ("## 授業の手引き\n\n" + "\n".join(items) + "\n") if items else ""

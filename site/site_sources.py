@@ -48,6 +48,12 @@ def doc_pages() -> list[Path]:
     return sorted((ROOT / "docs").glob("*.md"))
 
 
+def off_nav() -> set[str]:
+    """学習者の左の列にも検索にも出さないページ（作業フォルダの名前、拡張子なし）：docs/（ワークショップの手引き、
+    アクセラレータの記録）と README（管理者・開発者へ）。先生方へのページと README からリンクで行けます。"""
+    return {"maintainers"} | {f"docs/{d.stem}" for d in doc_pages()}
+
+
 def site_pages() -> dict[str, str]:
     """リポジトリの相対パス → 作業フォルダの相対パス（サイトのページになるものすべて）。"""
     pages = dict(PAGES)

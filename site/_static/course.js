@@ -3,7 +3,9 @@
  * - コードのセルに「コピー」ボタン（クリップボードの API が使えないときは選択してコピー）
  * - 図をクリック（または Enter）で拡大して表示（Esc・クリックで閉じる）。ページは移らない（図が PNG への
  *   リンクの中にあっても、そのリンクには行かない）。図の表示の大きさを --course-fig-w に（CSS が電話の幅で使う）
- * - 列の多い表（3 列以上）に course-stack と、各セルに列の見出し（data-label）：電話の幅では 1 行 1 枚のカードに
+ * - 列の多い表（3 列以上）で電話の幅に収まらないものに course-stack と、各セルに列の見出し（data-label）：1 行 1 枚のカードに
+ * - 拡大した図はまず画面に収め（クリックで原寸）、ブラウザの「戻る」は拡大を閉じるだけ
+ * - 電話の幅では、用語のリンクをタップすると定義をその場に出す。本文のコードは . _ ( などの後ろでだけ折り返す
  * - レッスンのリンクの行に「印刷・PDF」ボタン（印刷用のスタイルはコードを折り返して切らない）
  */
 "use strict";
@@ -63,9 +65,10 @@ const CourseUI = {
     const big = document.createElement("img");
     big.src = img.currentSrc || img.src;
     big.alt = img.alt;
-    // 2 倍に（高解像度で保存された図なら、その解像度のまま）
-    const shown = img.getAttribute("width") ? Number(img.getAttribute("width")) : img.naturalWidth;
-    big.style.width = Math.round(Math.max(img.naturalWidth, shown * 2)) + "px";
+    // まず画面に収まる大きさで（course-zoom-fit）。図をクリックすると、保存された解像度（表示の 2 倍）に
+    big.className = "course-zoom-fit";
+    big.title = "クリックで原寸／画面の幅";
+    big.addEventListener("click", () => big.classList.toggle("course-zoom-fit"));
     const caption = document.createElement("p");
     caption.textContent = img.alt;
     const close = document.createElement("button");
@@ -76,10 +79,21 @@ const CourseUI = {
     frame.className = "course-zoom-frame";
     frame.append(big, caption);
     overlay.append(close, frame);
-    const done = () => {
+    // ブラウザの「戻る」は拡大を閉じるだけ（ページを離れない）：開くときに履歴を 1 つ足し、戻ったら閉じる
+    let closed = false;
+    const close_ = () => {
+      if (closed) return;
+      closed = true;
       overlay.remove();
       document.removeEventListener("keydown", onKey);
-      img.focus();
+      window.removeEventListener("popstate", onPop);
+      img.focus({ preventScroll: true });
+    };
+    const onPop = () => close_();
+    const done = () => {
+      if (closed) return;
+      if (history.state && history.state.courseZoom) history.back();  // popstate が閉じる
+      else close_();
     };
     const onKey = (e) => {
       if (e.key === "Escape") done();
@@ -88,6 +102,8 @@ const CourseUI = {
       if (e.target === overlay || e.target === close) done();
     });
     document.addEventListener("keydown", onKey);
+    history.pushState({ courseZoom: true }, "");
+    window.addEventListener("popstate", onPop);
     document.body.appendChild(overlay);
     close.focus();
   },
@@ -112,11 +128,27 @@ const CourseUI = {
     });
   },
 
-  // 3 列以上の表：電話の幅ではカードに（CSS）。各セルに、その列の見出しを data-label として
+  // 3 列以上の表で、電話の幅で表のままでは収まらないもの（列の幅を超える、または 12 文字以上のセルが 1 行に
+  // 5 文字ほどの細さになる）だけをカードに（CSS）。収まる小さな表は表のまま。各セルに列の見出しを data-label として
+  PHONE: "(max-width: 575.98px)",
+
+  squeezed(table) {
+    const box = table.parentElement;
+    if (table.getBoundingClientRect().width > box.clientWidth + 1) return true;
+    return [...table.querySelectorAll("td, th")].some((c) => {
+      if (c.textContent.trim().length < 12) return false;
+      const cs = getComputedStyle(c);
+      return c.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) < 6 * parseFloat(cs.fontSize);
+    });
+  },
+
   stackTables() {
+    const phone = window.matchMedia(CourseUI.PHONE).matches;
     document.querySelectorAll("article table").forEach((table) => {
       const head = table.tHead && table.tHead.rows[0];
       if (!head || head.cells.length < 3) return;
+      table.classList.remove("course-stack");
+      if (phone && !CourseUI.squeezed(table)) return;
       const labels = [...head.cells].map((c) => c.textContent.trim());
       table.classList.add("course-stack");
       for (const body of table.tBodies) {
@@ -124,6 +156,49 @@ const CourseUI = {
           [...row.cells].forEach((cell, i) => cell.setAttribute("data-label", labels[i] || ""));
         }
       }
+    });
+  },
+
+  // 本文のコード（`jax.sharding.NamedSharding`）は、. _ ( , / の後ろでだけ折り返す（語の途中で切らない）
+  addCodeBreaks() {
+    document.querySelectorAll("article code.literal:not(pre code)").forEach((code) => {
+      const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+      const texts = [];
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) texts.push(n);
+      for (const n of texts) {
+        const parts = n.textContent.split(/(?<=[._(,/=\[])(?=[^\s])/);
+        if (parts.length < 2) continue;
+        const frag = document.createDocumentFragment();
+        parts.forEach((part, i) => {
+          if (i) frag.appendChild(document.createElement("wbr"));
+          frag.appendChild(document.createTextNode(part));
+        });
+        n.replaceWith(frag);
+      }
+    });
+  },
+
+  // 用語のリンク（a.course-term）：電話の幅では、タップで定義をその場に出す（ツールチップは電話では出ない）。
+  // 定義の下の「用語集で見る」で用語集へ。もう一度タップすると閉じる
+  addTermNotes() {
+    document.querySelectorAll("article a.course-term[title]").forEach((a) => {
+      a.dataset.definition = a.title;
+      a.addEventListener("click", (e) => {
+        if (!window.matchMedia(CourseUI.PHONE).matches) return;
+        e.preventDefault();
+        const open = a.nextElementSibling && a.nextElementSibling.matches(".course-term-note") ? a.nextElementSibling : null;
+        document.querySelectorAll(".course-term-note").forEach((n) => n.remove());
+        if (open) return;
+        const note = document.createElement("span");
+        note.className = "course-term-note";
+        note.setAttribute("role", "note");
+        note.textContent = a.dataset.definition + " ";
+        const more = document.createElement("a");
+        more.href = a.getAttribute("href");
+        more.textContent = "用語集で見る";
+        note.appendChild(more);
+        a.after(note);
+      });
     });
   },
 
@@ -144,6 +219,15 @@ const CourseUI = {
     else article.prepend(details);
   },
 
+  // 印刷された表の桁数（全角は 2 桁）：印刷では、この桁数が紙の幅に収まる字の大きさにする（course.css）
+  measurePrintedTables() {
+    const wide = /[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/;
+    document.querySelectorAll(".cell_output .course-printed-table pre").forEach((pre) => {
+      const cols = Math.max(...pre.textContent.split("\n").map((l) => [...l.trimEnd()].reduce((n, ch) => n + (wide.test(ch) ? 2 : 1), 0)));
+      pre.style.setProperty("--course-cols", String(Math.max(cols, 20)));
+    });
+  },
+
   addPrintButton() {
     const list = document.querySelector("article .course-links ul");
     if (!list) return;
@@ -161,7 +245,11 @@ const CourseUI = {
 document.addEventListener("DOMContentLoaded", () => {
   CourseUI.addCopyButtons();
   CourseUI.addZoom();
+  CourseUI.addCodeBreaks();
+  CourseUI.measurePrintedTables();
   CourseUI.stackTables();
+  window.matchMedia(CourseUI.PHONE).addEventListener("change", () => CourseUI.stackTables());
+  CourseUI.addTermNotes();
   CourseUI.addPrintButton();
   CourseUI.addPageToc();
 });
