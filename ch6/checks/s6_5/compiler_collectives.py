@@ -30,7 +30,8 @@ def _measured(n: int, correct: set[str], rule: str) -> tuple[set[str], str]:
 
 
 @functools.cache
-def q8_truth(n: int) -> frozenset:
+def matmul_truth(x_shape: tuple, x_spec: tuple, w_shape: tuple, w_spec: tuple, out_spec: tuple) -> frozenset:
+    """x @ w を、x と w をその spec で置き出力を out_spec にしてコンパイルしたときの、当てはまる選択肢。"""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
@@ -39,10 +40,15 @@ def q8_truth(n: int) -> frozenset:
     from ...hlo import count_collectives
 
     mesh = auto_mesh()
-    x = jax.device_put(jnp.ones((8, 4 * n)), NamedSharding(mesh, P(None, "data")))
-    w = jax.device_put(jnp.ones((4 * n, 16)), NamedSharding(mesh, P("data", None)))
-    f = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P()))
+    x = jax.device_put(jnp.ones(x_shape), NamedSharding(mesh, P(*x_spec)))
+    w = jax.device_put(jnp.ones(w_shape), NamedSharding(mesh, P(*w_spec)))
+    f = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P(*out_spec)))
     return frozenset(collective_choices(count_collectives(f, x, w)))
+
+
+def q8_truth(n: int) -> frozenset:
+    """問 8: 縮約する軸（x の列、w の行）を分割した x8 @ w8、出力は複製。"""
+    return matmul_truth((8, 4 * n), (None, "data"), (4 * n, 16), ("data", None), ())
 
 
 @exercise("6.5-8", "q8")
@@ -62,20 +68,9 @@ def check_q8(fn):
 # 6.5-9 -------------------------------------------------------------------------------
 # どの集団通信になるか（w の列が足りない）
 
-@functools.cache
 def q9_truth(n: int) -> frozenset:
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from ...hlo import count_collectives
-
-    mesh = auto_mesh()
-    x = jax.device_put(jnp.ones((8 * n, 16)), NamedSharding(mesh, P("data", None)))
-    w = jax.device_put(jnp.ones((16, 4 * n)), NamedSharding(mesh, P(None, "data")))
-    f = jax.jit(lambda x, w: x @ w, out_shardings=NamedSharding(mesh, P("data", None)))
-    return frozenset(collective_choices(count_collectives(f, x, w)))
+    """問 9: x9 を行で、w9 を列で分割した x9 @ w9、出力は行で分割。"""
+    return matmul_truth((8 * n, 16), ("data", None), (16, 4 * n), (None, "data"), ("data", None))
 
 
 @exercise("6.5-9", "q9")
