@@ -78,6 +78,23 @@ def _ceil_no_tolerance(n_stages, target, n_virtual=1):  # 浮動小数の式を�
     return max(1, math.ceil(_closed(n_stages, target, n_virtual))) if n_stages > 1 else 1
 
 
+# 名前を言う誤り（隠しの場合のすべてでその答えと一致したときだけ、その名前を言う）と、その文（{want} と {got}）
+WRONG = "答えが {want} になるはずが {got} でした。"
+MISTAKES = [
+    (_strict, WRONG + "M = {want} のバブルは目標とちょうど等しく、「以下」なので条件を満たします（<= で比べます）。"),
+    (_ceil_no_tolerance, WRONG + "式の値が浮動小数の丸めで整数を少し超え、切り上げが 1 ずれています"
+                                 "（差が 1e-9 以内なら等しいとみなします）。"),
+    (_plus_s, WRONG + "分母を V·M + S にしていますが、ティックは V·M + S − 1 です。"),
+    (_no_virtual, "答えが {want} になるはずが、V = 1 のときと同じ {got} でした。"
+                  "バブル (S − 1)/(V·M + S − 1) で V が掛かるのは M だけです。"),
+    (_numerator_s, WRONG + "分子を S にしていますが、埋まるまでのティックは S − 1 なので、バブルは (S − 1)/(V·M + S − 1) です。"),
+    (_virtual_everywhere, WRONG + "分母全体に V を掛けていますが、V 倍になるのは V·M だけで、S − 1 は変わりません。"),
+    (_ideal_ratio, WRONG + "(S − 1)/(V·M) は理想の時間との比で、割合の分母は全体のティック V·M + S − 1 です。"),
+    (_nearest, WRONG + "M を四捨五入していますが、条件を満たすには切り上げます。"),
+    (_floor, WRONG + "M を切り捨てていますが、それではバブルが目標を超えるので切り上げます。"),
+]
+
+
 def _as_int(got, what: str) -> int:
     if isinstance(got, (bool, np.bool_)):
         raise Fail(f"{what}: マイクロバッチの数は整数のはずが、真偽値 {got} でした。")
@@ -122,9 +139,6 @@ def check_microbatches_for_bubble(fn):
         s, target, v = cases[0]
         return f"境目ちょうどの目標を含む {len(cases)} 通りで一致しました（例: S = {s}、目標 {target} → M = {wants[0]}）。"
 
-    def same_as(rule):
-        return gots == [rule(*c) for c in cases]
-
     k = next(i for i, (g, w) in enumerate(zip(gots, wants)) if g != w)
     (s, target, v), got, want = cases[k], gots[k], wants[k]
     what = f"S = {s}、目標 {target}、V = {v}"
@@ -133,33 +147,9 @@ def check_microbatches_for_bubble(fn):
                else "目標が 1 以上なら、どの M でも条件を満たすので 1 です。" if target >= 1
                else "M は 1 から数えます。")
         raise Fail(f"{what}: M は 1 以上のはずが {got} でした。{why}")
-    if same_as(_strict):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {want} のバブルは目標とちょうど等しく、"
-                   "「以下」なので条件を満たします（<= で比べます）。")
-    if same_as(_ceil_no_tolerance):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。式の値が浮動小数の丸めで整数を少し超え、"
-                   "切り上げが 1 ずれています（差が 1e-9 以内なら等しいとみなします）。")
-    if same_as(_plus_s):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母を V·M + S にしていますが、"
-                   "ティックは V·M + S − 1 です。")
-    if same_as(_no_virtual):
-        raise Fail(f"{what}: 答えが {want} になるはずが、V = 1 のときと同じ {got} でした。"
-                   "バブル (S − 1)/(V·M + S − 1) で V が掛かるのは M だけです。")
-    if same_as(_numerator_s):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分子を S にしていますが、"
-                   "埋まるまでのティックは S − 1 なので、バブルは (S − 1)/(V·M + S − 1) です。")
-    if same_as(_virtual_everywhere):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。分母全体に V を掛けていますが、"
-                   "V 倍になるのは V·M だけで、S − 1 は変わりません。")
-    if same_as(_ideal_ratio):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。(S − 1)/(V·M) は理想の時間との比で、"
-                   "割合の分母は全体のティック V·M + S − 1 です。")
-    if same_as(_nearest):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を四捨五入していますが、"
-                   "条件を満たすには切り上げます。")
-    if same_as(_floor):
-        raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M を切り捨てていますが、"
-                   "それではバブルが目標を超えるので切り上げます。")
+    for rule, message in MISTAKES:
+        if gots == [rule(*c) for c in cases]:
+            raise Fail(f"{what}: " + message.format(want=want, got=got))
     if got < want:
         raise Fail(f"{what}: 答えが {want} になるはずが {got} でした。M = {got} のバブルは {float(bubble(s, got, v)):.3f} で、"
                    "目標を超えます。")

@@ -100,7 +100,7 @@ def _along_columns(table) -> list[int]:
     return [int(v) for v in np.cumsum(steps, axis=0).max(axis=1)]
 
 
-def _max_before_increment(table) -> list[int]:
+def max_before_increment(table) -> list[int]:
     """各ティックで、B なら 1 減らしてから最大をとり、F ならその後で 1 増やした数（F のティックで保存した活性値を
     最大に数えない）。"""
     out = []
@@ -174,6 +174,6 @@ def check_peak_activations(fn):
         raise Fail(said + "行をつないで前のステージの残りを持ち越しているので、ステージごとに 0 から数え直します。")
     if same_as(_along_columns):
         raise Fail(said + "列（ティック）の向きに数えているので、1 行を 1 ステージとして行ごとに左から数えます。")
-    if same_as(_max_before_increment):
+    if same_as(max_before_increment):
         raise Fail(said + "F で 1 増やす前に最大をとっているので、F のティックで保存した活性値も最大に入れます。")
     raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")
