@@ -257,9 +257,9 @@ def _what(meta) -> str:
         return "なし"
     if not isinstance(meta, dict):
         return "壊れたもの"
-    role = ("採点" if meta.get("grade") else "") + ("解答" if meta.get("solution") else "") + \
-        ("・編集不可" if meta.get("locked") else "")
-    return f"{meta.get('grade_id', '?')} {role}".strip()
+    role = [w for w, on in (("採点", meta.get("grade")), ("解答", meta.get("solution")), ("編集不可", meta.get("locked")))
+            if on]
+    return " ".join([str(meta.get("grade_id", "?"))[:40], "・".join(role)]).strip()
 
 
 def metadata_note(said: list[str]) -> str:

@@ -22,11 +22,7 @@ nbgrader は講座の環境に入れないので、このテストは ``make tes
 import csv
 import json
 import os
-import re
-import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -35,6 +31,7 @@ import pytest
 from ch6.grading import nbgrader as edition
 from ch6.grading.exercises import packaged
 from tests.grading.attacks import THREAD_SWAP
+from tests.grading.nbcourse import answer, answer_cell, env_for, readme_commands, run, solution_body
 
 if os.environ.get("CH6_NBGRADER") != "1":
     pytest.importorskip("nbgrader", reason="nbgrader は make test-nbgrader の環境（.venv-nbgrader）にだけ入れます")
@@ -43,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ("6_1_vmap", "6_3b_shard_map")
 COURSE = {name: packaged()[name] for name in NOTEBOOKS}  # exercises.json
 IDS = {name: COURSE[name].ids for name in NOTEBOOKS}
-STUB = re.compile(r"^([ \t]*)# TODO: ここにコードを書いてください\n[ \t]*raise NotImplementedError$", re.M)
 # 学生の答え: 正解 1 問（各冊の最初の演習、解答例の本体）と、よくある間違い 1 問
 RIGHT = {name: IDS[name][0] for name in NOTEBOOKS}
 WRONG = {"6_1_vmap": ("6.1-2", 'return jax.vmap(fn, in_axes=(1, 0))(seqs, lengths)  # out_axes を忘れた'),
@@ -65,72 +61,11 @@ def test_the_wrong_answers_are_exercises_of_the_course():
     assert all(WRONG[n][0] in IDS[n] and WRONG[n][0] != RIGHT[n] for n in NOTEBOOKS)
 
 
-def _env(tmp: Path) -> dict:
-    """nbgrader とカーネルの環境: この venv の python3 カーネル、ユーザーの Jupyter 設定は読まない、2 デバイス。
-    HOME は一時フォルダ（README の ~/ch6-course がチェックアウトの外の、このテストだけのフォルダになる）。"""
-    kernel = tmp / "jupyter" / "kernels" / "python3"
-    kernel.mkdir(parents=True, exist_ok=True)
-    (kernel / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (ipykernel)", "language": "python"}))
-    env = dict(os.environ, JUPYTER_PATH=str(tmp / "jupyter"), JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),
-               JAX_NUM_CPU_DEVICES=DEVICES, JAX_PLATFORMS="cpu", PYTHONHASHSEED="0", HOME=str(tmp))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # nbgrader は alembic を PATH から呼ぶ
-    return env
-
-
-def readme_commands() -> list[str]:
-    """README の「nbgrader で点数をつける場合」のコマンド（環境を作る 1 行目を除く）。このテストはこのとおりに実行します。"""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    item = text[text.index("6. **nbgrader で点数をつける場合**"):]
-    block = item[item.index("```bash\n") + 8:item.index("```", item.index("```bash\n") + 8)]
-    lines = [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
-    assert lines[0] == "make nbgrader-setup && source .venv-nbgrader/bin/activate", lines[0]
-    return lines[1:]
-
-
-def argv(line: str, env: dict) -> list[str]:
-    """README の 1 行 -> このテストの venv で動かす argv（venv を有効にしたのと同じ）。"""
-    words = [w.replace("~", env["HOME"], 1) if w.startswith("~") else w for w in shlex.split(line)]
-    head = {"python": [sys.executable], "nbgrader": [sys.executable, "-m", "nbgrader"],
-            "ch6-grade": [sys.executable, "-m", "ch6.grade"]}[words[0]]
-    return head + words[1:]
-
-
-def run(line: str, cwd: Path, env: dict, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run(argv(line, env) + list(extra), cwd=cwd, env=env, text=True, capture_output=True, timeout=1200)
-    if check:
-        assert p.returncode == 0, f"{line}: {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-60000:]}"
-    return p
-
-
-def _cell(nb, eid: str):
-    """演習 eid の解答のセル（nbgrader の solution のセル、なければ ch6.check を呼ぶセル）。"""
-    gid = edition.grade_id(eid)
-    return next((c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid), None) or next(
-        c for c in nb.cells if c.cell_type == "code" and f'ch6.check("{eid}"' in c.source)
-
-
-def _body(source_cell) -> str:
-    lines = source_cell.source.split("\n")
-    a = next(k for k, ln in enumerate(lines) if "### BEGIN SOLUTION" in ln)
-    b = next(k for k, ln in enumerate(lines) if "### END SOLUTION" in ln)
-    return "\n".join(lines[a + 1:b])
-
-
-def _answer(cell, body: str) -> None:
-    m = STUB.search(cell.source)
-    assert m, cell.source
-    indent = m.group(1)
-    body = "\n".join(indent + ln.strip() if not ln.startswith(indent) else ln for ln in body.split("\n"))
-    cell.source = cell.source[:m.start()] + body + cell.source[m.end():]
-
-
 def _solve(nb, source, name: str) -> None:
     """student1 の答え: 正解 1 問と不正解 1 問。"""
-    _answer(_cell(nb, RIGHT[name]), _body(_cell(source, RIGHT[name])))
+    answer(answer_cell(nb, RIGHT[name]), solution_body(answer_cell(source, RIGHT[name])))
     eid, wrong = WRONG[name]
-    _answer(_cell(nb, eid), wrong)
+    answer(answer_cell(nb, eid), wrong)
 
 
 def _tests(nb) -> list:
@@ -149,7 +84,7 @@ def _submissions(course: Path) -> dict[str, dict[str, str]]:
         if name != "6_1_vmap":
             continue
         tamper = nbformat.from_dict(json.loads(json.dumps(release)))
-        _answer(_cell(tamper, RIGHT[name]), _body(_cell(source, RIGHT[name])))
+        answer(answer_cell(tamper, RIGHT[name]), solution_body(answer_cell(source, RIGHT[name])))
         setup = next(k for k, c in enumerate(tamper.cells) if c.cell_type == "code")
         tamper.cells.insert(setup + 1, nbformat.v4.new_code_cell(TAMPER))
         subs["tamper"] = {name: nbformat.writes(tamper)}
@@ -166,7 +101,7 @@ def _submissions(course: Path) -> dict[str, dict[str, str]]:
             attack = nbformat.from_dict(json.loads(json.dumps(release)))
             attack.cells.insert(setup + 1, nbformat.v4.new_code_cell(code))
             if student == "reference":  # 参照の答えを返す（答えは正しい）
-                _answer(_cell(attack, "6.1-5"), "return _sgd_reference(loss_fn, stacked, xs, ys, lrs)")
+                answer(answer_cell(attack, "6.1-5"), "return _sgd_reference(loss_fn, stacked, xs, ys, lrs)")
             subs[student] = {name: nbformat.writes(attack)}
         meta = json.loads(nbformat.writes(nb))
         code = [c for c in meta["cells"] if c["cell_type"] == "code"]
@@ -181,7 +116,7 @@ def _submissions(course: Path) -> dict[str, dict[str, str]]:
 def course(tmp_path_factory):
     """README のコマンドを順に実行する。generate_assignment の後に、学生の提出物を submitted/ に置く。"""
     tmp = tmp_path_factory.mktemp("nbgrader")
-    env = _env(tmp)
+    env = env_for(tmp)
     commands = readme_commands()
     assert [c.split()[:3] for c in commands[:5]] == [
         ["python", "-m", "ch6.grading.nbgrader"], ["cd", "~/ch6-course"], ["nbgrader", "generate_assignment", "ps1"],
@@ -361,7 +296,7 @@ def test_validate_passes_when_everything_is_right(course, tmp_path):
     source = nbformat.read(course / "source" / "ps1" / f"{name}.ipynb", as_version=4)
     right = nbformat.read(course / "release" / "ps1" / f"{name}.ipynb", as_version=4)
     for eid in IDS[name]:
-        _answer(_cell(right, eid), _body(_cell(source, eid)))
+        answer(answer_cell(right, eid), solution_body(answer_cell(source, eid)))
     nbformat.write(right, tmp_path / f"{name}.ipynb")
     ok = run(f"python -m ch6.grading.nbgrader validate {name}.ipynb", tmp_path, env)
     assert f"すべての採点のセルが通りました（{len(IDS[name])} 問）" in ok.stdout, ok.stdout
