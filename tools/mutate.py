@@ -43,10 +43,12 @@ from mutation import ROOT
 from mutation.mutants import mutants, mutants_by_operator
 from mutation.operators import OPERATORS, Context, Operator, operator, operator_table
 from mutation.report import (
+    MEANS_OPERATORS,
     MIN_MUTANTS,
     Survivor,
     fewer_devices_report,
     fewer_devices_survivors,
+    means_survivors,
     per_exercise,
     report,
     score,
@@ -80,10 +82,10 @@ from mutation.table import (
 
 # import mutate（tests/tools/、tools/recipe.py）で使う公開名
 __all__ = [
-    "EQUIVALENT_FILE", "FEW", "FEWER_DEVICES", "MIN_MUTANTS", "OPERATORS", "ROOT", "RUNTIME", "SCORE_DEVICES",
+    "EQUIVALENT_FILE", "FEW", "FEWER_DEVICES", "MEANS_OPERATORS", "MIN_MUTANTS", "OPERATORS", "ROOT", "RUNTIME", "SCORE_DEVICES",
     "Context", "Operator", "Outcome", "Survivor", "all_gather_by_psum", "all_to_all_by_all_gather", "code_cells",
     "fewer_devices_report", "fewer_devices_survivors", "load_equivalent", "load_equivalent_at_fewer", "load_few",
-    "loop_scan", "loop_vmap", "main", "map_vmap", "mutants", "mutants_by_operator", "operator", "operator_table",
+    "loop_scan", "means_survivors", "loop_vmap", "main", "map_vmap", "mutants", "mutants_by_operator", "operator", "operator_table",
     "per_exercise", "pmax_by_all_gather", "pmean_by_all_gather", "ppermute_by_all_gather", "psum_by_all_gather",
     "psum_scatter_by_all_gather", "psum_scatter_by_psum", "rejit_each_call", "report", "run_at", "run_at_counts",
     "run_notebook", "score", "too_few", "weak_exercises",
@@ -142,7 +144,11 @@ def main(argv=None) -> int:
     if weak:
         print(f"exercises below {args.min_score:.0%} on their own: "
               + ", ".join(f"{ex} {s:.0%}" for ex, s in weak.items()), file=sys.stderr)
-    return rc or (0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) and not weak else 1)
+    means = means_survivors(outcomes)
+    for o in means:  # 手段を指定する演習の、手段だけを変えた変異体（MEANS_OPERATORS）の生き残り
+        print(f"{o.exercise}: the means changed and the check said ✅ ({o.operator}: {o.label}); strengthen the "
+              "check, or list it in tools/mutants_equivalent.txt where the statement leaves the means free", file=sys.stderr)
+    return rc or (0 if score(outcomes)[3] >= args.min_score and not too_few(outcomes) and not weak and not means else 1)
 
 
 if __name__ == "__main__":

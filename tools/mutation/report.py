@@ -32,6 +32,21 @@ def too_few(outcomes: list[Outcome], few: dict[str, str] | None = None) -> dict[
     return {ex: n for ex, n in counts.items() if n < MIN_MUTANTS and ex not in few}
 
 
+#: 値を保って手段だけを変える演算子（operators.py の後半と vmap_to_loop・jit_per_call）。この変異体が生き残るのは、
+#: 問題文が手段を自由にしている（tools/mutants_equivalent.txt に理由）ときだけ: 手段を指定する演習が、MEANS_REQUIRED
+#: （tests/tools/test_mutate.py）に書き足さなくても、新しく入れたその日から make exercise で確かめられる。
+MEANS_OPERATORS = frozenset({
+    "vmap_to_loop", "vmap_to_lax_map", "scan_to_loop", "jit_per_call", "jit_decorator_per_call", "jit_static_arg",
+    "collective_by_gather", "scatter_by_reduce", "ppermute_by_gather", "all_to_all_by_gather", "gather_by_psum",
+})
+
+
+def means_survivors(outcomes: list[Outcome]) -> list[Outcome]:
+    """手段を変えた変異体のうち、生き残り、等価とも書いていないもの（演習の順）。"""
+    return [o for os_ in per_exercise(outcomes).values() for o in os_
+            if o.operator in MEANS_OPERATORS and o.status == "pass" and not o.equivalent]
+
+
 def weak_exercises(outcomes: list[Outcome], min_score: float) -> dict[str, float]:
     """自分の変異体だけで数えたスコアが min_score に届かない演習（新しい演習の生き残りが、節の全体のスコアに
     埋もれないように）。"""
