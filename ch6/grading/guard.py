@@ -6,22 +6,30 @@
 そこで採点は今までどおり学習者のセルのあとに同じカーネルで、インストール先から読み込み直したチェックで行い、
 その周りを、学習者のコードが外せない・届かない仕組みで監視ます。
 
+カーネルで動く部分は 2 つのファイルです（ホストが中身を読んでカーネルで実行し、読み込みはしません）:
+:mod:`ch6.grading.guard_kernel`（ソケット・監査フック・採点の命令）と :mod:`ch6.grading.guard_integrity`
+（突き合わせ）。このモジュールはホスト側です（カーネルに渡すコード、ソケット、備考の 1 行）。
+
 1. **監査フック**（``sys.addaudithook``）を、学習者のセルより先に入れます。フックは外せません。学習者のコードからの
    ``ch6.checks`` の読み込みとファイルの読み出し（参照の答え）、``gc`` で他人のオブジェクトを探すこと、
-   ``sys._current_frames``・``settrace``・``setprofile``・``addaudithook``・``ctypes``、関数の ``__code__`` の
-   書き換え、チェックの最中のフレームの覗き見とスレッドの開始を、名前の書き方（文字列の組み立て、``getattr``）に
-   よらず、起きたそのときに記録します。学習者のコードかどうかは、呼び出し元のコードのファイル
-   （ライブラリのフォルダの外）で決めます。
+   ``sys._current_frames``・``settrace``・``setprofile``・``addaudithook``・``ctypes``、関数の ``__code__`` と
+   ライブラリの関数の既定値（``__defaults__``）の書き換え、チェックの最中のフレームの覗き見とスレッドの開始、
+   採点のしくみ・ほかの提出物・成績簿を書き換えようとしたこと（隔離で書けなくても）を、名前の書き方（文字列の
+   組み立て、``getattr``）によらず、起きたそのときに記録します。学習者のコードかどうかは、呼び出し元のコードの
+   ファイル（ライブラリのフォルダの外）で決めます。
 2. **記録はすぐにカーネルの外へ。** フックと採点の結果は、採点する側（ホスト）が持つ UNIX ソケットへ 1 行ずつ
    書きます。書いたものは消せません。行には、ホストが接続のあとにソケットで渡した nonce を付けます（nonce は
    ソースにも表示にも出ません）。nonce のない行・壊れた行は偽造として扱います。採点を始める合図もソケットで送るので、
    学習者のコードが採点の関数を呼び出したり差し替えたりはできません（採点の関数はフックの中にだけあります）。
    結果が届かなければ（ソケットを閉じた、採点を止めた）、それ自体を改ざんとして扱います。
-3. **採点の前と各チェックの後の突き合わせ。** 学習者のセルより前に読み込まれていたモジュール（JAX、NumPy、
-   ``builtins``、``importlib`` など）の関数・クラスが別のものに替わっていないか、``sys.meta_path`` と
-   ``sys.path_hooks`` が替わっていないか、学習者のセルの間に読み込まれた ``ch6`` のモジュール（``ch6._core``、
-   ``ch6.grading.nbgrader`` など）の関数のコードが、ディスクから読み込み直したものと同じか。採点のあとは、
-   読み込み直した ``ch6`` の関数とクラスが替わっていないか。
+3. **採点の前と各チェックの前後の突き合わせ。** 採点のコードが読み込むライブラリ（:func:`grading_imports`）は
+   学習者のセルより先に読み込み、そのモジュールの呼び出せる名前すべて（``np.allclose``、ufunc の ``np.abs``、
+   ``jnp.*``、``builtins``、``importlib`` など）と、そこで定義されたクラスのメソッドが替わっていないか。
+   学習者のセルの間に読み込まれたライブラリに学習者の関数が入っていないか。``sys.meta_path``・``sys.path_hooks``・
+   ``sys.path_importer_cache`` に学習者の探し方がないか。学習者のセルの間に読み込まれた ``ch6`` のモジュールの
+   関数のコードが、ディスクから読み込み直したものと同じか。採点の準備では学習者の探し方とキャッシュを外して
+   ``ch6`` をソースから読み込み直し、そのファイルが採点を始めたときの中身（SHA-256）のままかを確かめます。
+   採点のあとは、読み込み直した ``ch6`` の関数とクラスが替わっていないか。
 4. **スレッド。** 採点の準備と各チェックの前後に、学習者のコードを実行中か学習者の関数を target にしたスレッドが
    生きていれば記録します。
 
@@ -31,23 +39,27 @@
 
 **監視では防げないこと（先生へ）。** 学習者のコードは採点する人の権限で同じプロセスにいます。フックに触れない
 ところ（フックの記録より前にファイル番号を当て推量で閉じる、``__globals__`` を辿る、1 回のチェックの中で差し替えて
-元に戻す、ライブラリのクラスの属性の書き換え）は見つけられないことがあります。知らない人の提出物は、コンテナなど
-隔離した環境で採点してください。
+元に戻す、C で書かれたオブジェクトの中身）は見つけられないことがあります。知らない人の提出物は隔離して
+（:mod:`ch6.grading.isolate`、既定）採点してください。
 """
 from __future__ import annotations
 
 import ast
 import asyncio
+import functools
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import socket
 import tempfile
+from pathlib import Path
 
 FILE = "<ch6-guard>"  # 監視のコードのファイル名（学習者のコードと区別する）
 AUDIT_EVENT = "ch6.grade"  # 採点を始める合図（ホストがソケットで命令を送ってから、この監査イベントを起こす）
 POKE = f'__import__("sys").audit("{AUDIT_EVENT}")'
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # インストール先の ch6/
 
 # 監視が送る指摘の種類 -> 備考・メッセージに書く 1 文の型（{} に中身）
 FLAGS = {
@@ -56,362 +68,74 @@ FLAGS = {
     "frames": "チェックの最中に、学習者の関数がチェックのフレームを覗きました（{}）",
     "replaced": "採点に使うオブジェクトが差し替えられています（{}）",
     "imports": "読み込みのしくみが書き換えられています（{}）",
+    "files": "採点のしくみのファイルが、採点を始めたときと違います（{}）",
+    "write": "学習者のコードが、採点の外のファイルを書き換えようとしました（{}）",
     "thread": "学習者のコードがスレッドを動かしていました（{}）",
     "forged": "採点の通信に、監視以外から書き込まれた行がありました（{}）",
     "silent": "採点のしくみから結果が届きませんでした（{}）",
 }
 
-# カーネルの中で動く監視（ファイル名 FILE でコンパイルする）。ホストの UNIX ソケット path へつなぎ、nonce を受け取る。
-_KERNEL = r'''
-def install(path, root, user_ns):
-    import _socket, _thread, gc, importlib, json, os, sys, sysconfig, threading
-    from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+KERNEL_FILES = ("guard_integrity.py", "guard_kernel.py")  # カーネルで動く監視（この順に 1 つのコードにする）
+PRELOAD = ("jax.numpy", "numpy.testing", "chex")  # 採点のコードが必ず使うライブラリ（ほかは grading_imports で探す）
 
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    sock.settimeout(120)
-    sock.connect(path)
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(256)
-        if not chunk:
-            raise ConnectionError("ch6 guard: no nonce")
-        data += chunk
-    sock.settimeout(None)
-    first, _, rest = data.partition(b"\n")
-    nonce, pending = first.decode().strip(), [rest]
-    sendall, recv, loads, DONTWAIT = sock.sendall, sock.recv, json.loads, _socket.MSG_DONTWAIT
-    getframe, frames_now, threads_now, get_ident = sys._getframe, sys._current_frames, threading.enumerate, _thread.get_ident
-    modules, meta_path, path_hooks = sys.modules, sys.meta_path, sys.path_hooks
-    gc_callbacks, gettrace, getprofile = gc.callbacks, sys.gettrace, sys.getprofile
-    import_module, invalidate = importlib.import_module, importlib.invalidate_caches
-    realpath, sep, isinstance_, getattr_, type_, id_ = os.path.realpath, os.sep, isinstance, getattr, type, id
-    pkg = os.path.join(realpath(root), "ch6") + sep
-    checks = pkg + "checks" + sep
-    paths = sysconfig.get_paths()
-    lib = {pkg}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        if paths.get(key):
-            lib |= {paths[key] + sep, realpath(paths[key]) + sep}
-    lib = tuple(sorted(lib))
-    PASS = ("inspect", "ctypes", "importlib", "importlib._bootstrap", "importlib._bootstrap_external", "runpy", "pkgutil")
-    INTROSPECT = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
-                            "sys.settrace", "sys.setprofile", "sys.addaudithook", "sys.monitoring.register_callback"})
-    # ipykernel が実行のたびに入れ替える（学習者の入力をフロントエンドへ回す・例外の表示）
-    REBOUND = {"builtins": {"input", "raw_input"}, "getpass": {"getpass"}, "sys": {"excepthook", "displayhook",
-                                                                                     "breakpointhook"}}
-    FRAMES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
-    WATCH = INTROSPECT | {"import", "open", "sys._getframe", "object.__getattr__", "object.__setattr__",
-                          "_thread.start_new_thread", "ch6.grade"}
-    DEBUG = os.environ.get("CH6_GUARD_DEBUG") == "1"
-    busy, state = set(), {"phase": "learner", "grader": None, "fresh": None, "edition": set()}
 
-    def send(k, **kw):
-        kw["n"], kw["k"] = nonce, k
-        try:
-            sendall((repr(kw) + "\n").encode())  # repr は C の実装（json の Python のコードを差し替えられても壊れない）
-        except Exception:
-            pass
+def grading_imports() -> tuple[str, ...]:
+    """カーネルでの採点（inkernel → _core → checking と ch6.checks）とそれが読み込む ch6 のモジュールが読み込む、
+    ch6 の外のモジュールの名前（``from X import y`` は X と X.y）。監視は学習者のセルより先にこれらを読み込み、
+    突き合わせの元にします（学習者が先に読み込んで書き換えたものを、採点が使わないように）。"""
+    return _grading_imports(str(PACKAGE_DIR))
 
-    def flag(code, what):
-        send("flag", code=code, what=str(what)[:160], phase=state["phase"])
 
-    def learner(code, globals_=None):
-        """学習者のコードか: ライブラリのフォルダの外のファイル（ノートブックのセルなど）。ファイルのないコード
-        （exec の "<string>"）は、学習者の名前空間で動いているときだけ（チェック自身の eval と区別する）。"""
-        f = code.co_filename
-        if f.startswith("<"):
-            return f != "<ch6-guard>" and globals_ is user_ns
-        return not f.startswith(lib)
-
-    def learner_fn(fn):
-        code = getattr_(fn, "__code__", None)
-        return code is not None and learner(code, getattr_(fn, "__globals__", None))
-
-    def caller_is_learner(frame):
-        """監査イベントを起こしたコード（inspect・ctypes・importlib などの取り次ぎは飛ばす）が学習者のものか。"""
-        while frame is not None:
-            code = frame.f_code
-            if code.co_filename == "<ch6-guard>" and code.co_name == "dispatch":
-                return False
-            if code.co_filename == "<ch6-guard>" or code.co_filename.startswith("<frozen ") or \
-                    frame.f_globals.get("__name__") in PASS:
-                frame = frame.f_back
-                continue
-            return learner(code, frame.f_globals)
-        return False
-
-    def learner_above(frame):
-        """イベントから採点の入口（dispatch）までのあいだに、学習者のコードの枠があるか。"""
-        while frame is not None:
-            code = frame.f_code
-            if code.co_filename == "<ch6-guard>" and code.co_name == "dispatch":
-                return False
-            if learner(code, frame.f_globals):
-                return True
-            frame = frame.f_back
-        return False
-
-    def hook(event, args):
-        if event not in WATCH and not event.startswith("ctypes."):
-            return
-        me = get_ident()
-        if me in busy:
-            return
-        busy.add(me)
-        try:
-            if event == "ch6.grade":
-                dispatch()
+@functools.cache
+def _grading_imports(package: str) -> tuple[str, ...]:
+    pkg = Path(package)
+    todo = ["ch6.grading.inkernel", "ch6._core", "ch6.checking"]
+    todo += [".".join(("ch6", *f.relative_to(pkg).with_suffix("").parts)) for f in sorted((pkg / "checks").rglob("*.py"))]
+    seen: set[str] = set()
+    out: dict[str, None] = dict.fromkeys(PRELOAD)
+    while todo:
+        name = todo.pop().removesuffix(".__init__")
+        path = pkg.parent.joinpath(*name.split("."))
+        path = path / "__init__.py" if (path / "__init__.py").exists() else path.with_suffix(".py")
+        if name in seen or not path.exists():
+            continue
+        seen.add(name)
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parts = here.split(".")
+                mod = ".".join(parts[:len(parts) - node.level + 1] + [node.module or ""]).strip(".") if node.level \
+                    else node.module or ""
+                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
             else:
-                watch(event, args)
-        except BaseException as exc:
-            if DEBUG:
-                import traceback; traceback.print_exc()
-        finally:
-            busy.discard(me)
-
-    def watch(event, args):
-        frame = getframe(2)  # 2 つ上の枠: イベントを起こしたコード（watch を hook が呼ぶ）
-        grading = state["phase"] == "grading"
-        if event == "import":
-            name = args[0] if args else ""
-            if isinstance_(name, str) and (name == "ch6.checks" or name.startswith("ch6.checks.")) \
-                    and learner_above(frame):
-                flag("reference", name)
-        elif event == "open":
-            path = args[0] if args else None
-            if isinstance_(path, bytes):
-                path = path.decode(errors="replace")
-            if isinstance_(path, str) and realpath(path).startswith(checks) and learner_above(frame):
-                flag("reference", "ch6/checks/" + realpath(path)[len(checks):])
-        elif event in INTROSPECT or event.startswith("ctypes."):
-            if caller_is_learner(frame):
-                flag("introspect", event)
-        elif event == "object.__setattr__":
-            if len(args) > 1 and args[1] == "__code__" and caller_is_learner(frame):
-                flag("introspect", "__code__ の書き換え")
-        elif grading and event == "sys._getframe":
-            if caller_is_learner(frame):
-                flag("frames", "sys._getframe")
-        elif grading and event == "object.__getattr__":
-            if len(args) > 1 and args[1] in FRAMES and caller_is_learner(frame):
-                flag("frames", args[1])
-        elif event == "_thread.start_new_thread":  # 学習者の関数を動かすスレッド（採点の前に止まっても、差し替えは残りうる）
-            target = args[0] if args else None
-            target = getattr_(getattr_(target, "__self__", None), "_target", None) or target
-            if learner_fn(target):
-                flag("thread", getattr_(target, "__name__", "?"))
-
-    # ---------------------------------------------------------------- 突き合わせ
-    def callables(m):
-        d = getattr_(m, "__dict__", None)
-        if not isinstance_(d, dict):
-            return {}
-        return {k: v for k, v in list(d.items())
-                if isinstance_(v, (FunctionType, BuiltinFunctionType, type, ModuleType, MethodType))}
-
-    def snapshot(names):
-        out = {}
-        for name in names:
-            m = modules.get(name)
-            if isinstance_(m, ModuleType):
-                out[name] = (m, callables(m), {k: dict(vars(v)) for k, v in callables(m).items()
-                                              if isinstance_(v, type) and name.startswith("ch6")})
-        return out
-
-    def allowed(value):
-        """ch6 自身（学習者版の監視 ch6.edition）が入れ替えたもの。"""
-        code = getattr_(value, "__code__", None)
-        return code is not None and code in state["edition"]
-
-    def changed(snap, limit=6):
-        found = []
-        for name, (m, attrs, classes) in list(snap.items()):
-            if name in REBOUND and len(found) < limit:  # カーネル（ipykernel）が実行のたびに入れ替える名前は飛ばす
-                attrs = {k: v for k, v in attrs.items() if k not in REBOUND[name]}
-            now = modules.get(name, m)
-            if now is not m:
-                found.append(name)
                 continue
-            d = getattr_(m, "__dict__", {})
-            for k, v in attrs.items():
-                cur = d.get(k, v)
-                if cur is not v and not allowed(cur):
-                    found.append(f"{name}.{k}")
-            for k, cd in classes.items():
-                cur = getattr_(d.get(k), "__dict__", {})
-                found += [f"{name}.{k}.{a}" for a, v in cd.items()
-                          if cur.get(a, v) is not v and isinstance_(v, (FunctionType, property, classmethod, staticmethod))]
-            if len(found) >= limit:
-                break
-        return found[:limit]
+            for n in names:
+                if n == "ch6" or n.startswith("ch6."):
+                    todo.append(n)
+                elif n and not n.startswith("__future__"):
+                    out[n] = None
+    return tuple(out)
 
-    def same(a, b):
-        if a is b:
-            return True
-        ca, cb = getattr_(a, "__code__", None), getattr_(b, "__code__", None)
-        if ca is not None or cb is not None:
-            return ca is not None and cb is not None and ca == cb
-        if isinstance_(a, type) and isinstance_(b, type):
-            da, db = vars(a), vars(b)
-            return a.__qualname__ == b.__qualname__ and all(
-                same(da[k], db[k]) for k in db if isinstance_(db[k], FunctionType) and k in da)
-        if isinstance_(a, ModuleType) or isinstance_(b, ModuleType):
-            return getattr_(a, "__name__", 1) == getattr_(b, "__name__", 2)
-        return type_(a) is type_(b)
 
-    def compare_old(old):
-        """学習者のセルの間にあった ch6 のモジュールを、ディスクから読み込み直したものと比べる。"""
-        found = []
-        for name, m in old.items():
-            if not isinstance_(m, ModuleType) or not realpath(getattr_(m, "__file__", None) or "").startswith(pkg):
-                found.append(f"{name}（モジュールごと）")
-                continue
-            if name.startswith("ch6.checks"):
-                continue
-            try:
-                fresh = modules.get(name) or import_module(name)
-            except Exception:
-                continue
-            fd = vars(fresh)
-            for k, v in list(vars(m).items()):
-                if k.startswith("__"):
-                    continue
-                try:  # 遅延読み込みの名前（ch6.run_check など）は、読み込み直した側で引いて比べる
-                    fv = fd[k] if k in fd else getattr_(fresh, k)
-                except Exception:
-                    continue
-                if isinstance_(fv, (FunctionType, type)) and not same(v, fv):
-                    found.append(f"{name}.{k}")
-        return found[:6]
-
-    def import_system():
-        def by_learner(obj):  # 学習者のコードで書いた探し方（ライブラリが足したもの、例えば absl の ReloadDetector は除く）
-            fns = [obj] + [getattr_(type_(obj), n, None) for n in ("find_spec", "find_module", "__call__")]
-            return any(learner_fn(f) for f in fns)
-        found = [f"sys.meta_path の {type_(f).__name__}" for f in meta_path
-                 if id_(f) not in base["meta"] and by_learner(f)]
-        found += [f"sys.path_hooks の {getattr_(h, '__name__', type_(h).__name__)}" for h in path_hooks
-                  if id_(h) not in base["hooks"] and by_learner(h)]
-        return found
-
-    def threads():
-        found, me, frames = [], get_ident(), frames_now()
-        for ident, frame in list(frames.items()):
-            if ident == me or ident in base["threads"]:
-                continue
-            f = frame
-            while f is not None:
-                if learner(f.f_code, f.f_globals):
-                    found.append(f.f_code.co_name)
-                    break
-                f = f.f_back
-        for t in threads_now():
-            target = getattr_(t, "_target", None) or getattr_(t, "function", None)
-            if t.ident not in base["threads"] and learner_fn(target) and t.ident in frames:
-                found.append(getattr_(target, "__name__", "?"))
-        return sorted(set(found))
-
-    def callbacks():
-        """学習者の関数が、ほかのところから呼ばれる登録（gc.callbacks、トレース、プロファイル）。"""
-        hooks = list(gc_callbacks) + [gettrace(), getprofile(), getattr_(threading, "_trace_hook", None),
-                                      getattr_(threading, "_profile_hook", None)]
-        return [getattr_(h, "__name__", "?") for h in hooks if learner_fn(h)]
-
-    def integrity(where):
-        for code, found in (("replaced", changed(base["modules"])), ("imports", import_system()),
-                            ("thread", threads()), ("introspect", callbacks())):
-            if found:
-                flag(code, "、".join(found))
-        if state["fresh"] is not None:
-            found = changed(state["fresh"])
-            if found:
-                flag("replaced", "、".join(found))
-
-    # ---------------------------------------------------------------- 採点（ホストの命令で）
-    def commands():
-        data, pending[0] = pending[0], b""
-        while True:
-            try:
-                chunk = recv(65536, DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                break
-            if not chunk:
-                break
-            data += chunk
-        out = []
-        for line in data.decode(errors="replace").splitlines():
-            try:
-                out.append(loads(line))
-            except ValueError:
-                pass
-        return out
-
-    def emit(payload):
-        send("result", **payload)
-
-    def dispatch():
-        for cmd in commands():
-            try:
-                if cmd.get("cmd") == "setup":
-                    setup()
-                elif cmd.get("cmd") == "check" and state["grader"] is not None:
-                    integrity("チェックの前")
-                    me = get_ident()
-                    busy.discard(me)  # チェックの最中（学習者の関数が動く）は見張る
-                    try:
-                        state["grader"](cmd["id"])
-                    finally:
-                        busy.add(me)
-                    integrity("チェックの後")
-            except BaseException as exc:
-                send("error", cmd=cmd.get("cmd"), id=cmd.get("id"), why=f"{type_(exc).__name__}: {exc}"[:200])
-
-    def setup():
-        state["phase"] = "grading"
-        integrity("採点の準備の前")
-        old = {m: modules[m] for m in list(modules) if m == "ch6" or m.startswith("ch6.")}
-        for name in old:
-            modules.pop(name, None)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        invalidate()
-        grader = import_module("ch6.grading.inkernel").grader(emit, user_ns)
-        found = compare_old(old)
-        if found:
-            flag("replaced", "、".join(found))
-        state["fresh"] = snapshot([m for m in list(modules) if m == "ch6" or m.startswith("ch6.")])
-        state["grader"] = grader
-
-    # JAX とチェックの使うライブラリの読み込み（静かなマシンでも数秒）は準備の時間に: 学習者のセルの制限時間は
-    # 学習者のコードに使う。ここで読み込んだモジュールが、採点の前後の突き合わせの元になる
-    for name in ("jax.numpy", "numpy.testing", "chex"):
-        try:
-            import_module(name)
-        except Exception:
-            pass
-    try:  # 学習者版の監視（ch6.edition）が入れ替えるもの: ディスクの edition.py のコード（学習者のセルより前に読む）
-        with open(pkg + "edition.py", encoding="utf-8") as fh:
-            todo = [compile(fh.read(), pkg + "edition.py", "exec")]
-        while todo:
-            c = todo.pop()
-            state["edition"].add(c)
-            todo += [k for k in c.co_consts if type_(k) is type_(c)]
-    except Exception:
-        pass
-    base = {"meta": {id_(f) for f in meta_path}, "hooks": {id_(h) for h in path_hooks},
-            "threads": set(frames_now()),
-            "modules": snapshot([m for m in list(modules) if not (m == "ch6" or m.startswith("ch6.") or m == "__main__")])}
-    sys.addaudithook(hook)
-    send("ready")
-'''
+def file_hashes(root: str | Path) -> dict[str, str]:
+    """root/ch6 の .py ファイルそれぞれの SHA-256（ch6 からの相対パス -> 16 進）。採点の準備で、読み込み直した
+    ch6 のモジュールがこの中身のまま読み込まれたかをカーネルが確かめます。"""
+    pkg = Path(root) / "ch6"
+    return {f.relative_to(pkg).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(pkg.rglob("*.py")) if "__pycache__" not in f.parts}
 
 
 def kernel_source(path: str, root: str) -> str:
     """学習者のセルより先にカーネルで実行するコード（監視を入れる）。path はホストの UNIX ソケット、root は ch6 のあるフォルダ。"""
+    here = Path(__file__).resolve().parent
+    code = "\n".join((here / name).read_text(encoding="utf-8") for name in KERNEL_FILES)
     # 監視の名前は builtins の写しから引く（学習者のコードが builtins を書き換えても、監視は元のものを使う）
-    return (f"exec(compile({_KERNEL!r}, {FILE!r}, 'exec'), "
+    return (f"exec(compile({code!r}, {FILE!r}, 'exec'), "
             "__ch6_ns := {'__builtins__': dict(vars(__import__('builtins')))})\n"
-            f"__ch6_ns['install']({path!r}, {root!r}, globals())\n"
+            f"__ch6_ns['install']({path!r}, {root!r}, globals(), __ch6_ns['integrity_tools'], "
+            f"{file_hashes(root)!r}, {grading_imports()!r})\n"
             "del __ch6_ns\n")
 
 

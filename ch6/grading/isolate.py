@@ -24,6 +24,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # インストール先の ch6/
 ENV_UNISOLATED = "CH6_UNISOLATED"  # "1": 先生が隔離なしを頼んだ
 ENV_PROTECT = "CH6_PROTECT"        # 確かめるファイル・フォルダを足す（os.pathsep 区切り。ほかのコースの成績簿など）
+ENV_GUARD_PROTECT = "CH6_GUARD_PROTECT"  # カーネルの監視へ: 書き換えようとしたら指摘にする場所（ch6 のほかに）
 BUBBLEWRAP = "bubblewrap"
 UNISOLATED = "unisolated"
 OUTSIDE = "outside"  # 指摘の種類（execute の st.flags）
@@ -140,14 +141,17 @@ def kernel_manager_class():
             how = self.ch6_mode or mode()
             if how is None:
                 raise Refused(REFUSE)
+            # 監視（ch6.grading.guard）は、ここを書き換えようとしただけで指摘にする（隔離で書けなくても）。
+            # .pyc は書かない（採点のしくみのフォルダへの書き込みは、学習者のものだけになる）
+            protect = [str(p) for p in [*self.ch6_hide, *protected_from_env()]]
+            kw["env"] = {**(kw.get("env") or os.environ), "PYTHONDONTWRITEBYTECODE": "1",
+                         ENV_GUARD_PROTECT: os.pathsep.join(dict.fromkeys(protect))}
             if how == BUBBLEWRAP:
                 cwd = kw.get("cwd") or os.getcwd()
                 kernel_cmd = bwrap_argv(kernel_cmd, cwd, [self.connection_file, *self.ch6_readable],
                                         [*self.ch6_hide, *protected_from_env()])
                 # 中断はメッセージで（SIGINT をプロセスグループに送ると、カーネルより先に外の bwrap が終わってしまう）
                 self.kernel_spec.interrupt_mode = "message"
-            else:
-                kw["env"] = {**(kw.get("env") or os.environ), "PYTHONDONTWRITEBYTECODE": "1"}
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return IsolatedKernelManager

@@ -16,6 +16,7 @@ from .exercises import Assignment, Cell, check_calls, describe_cell, source_of
 TAMPER = [
     ("IPython.display", r"\bIPython\.(core\.)?display\b|\bdisplay_pub\b"),
     ("sys.meta_path", r"\b(meta_path|path_hooks)\b"),
+    ("sys.path_importer_cache", r"\bpath_importer_cache\b"),
     ("builtins", r"\bbuiltins\b|__builtins__"),
     ("input_transformers", r"\binput_transformers"),
     ("events.register", r"\bevents\.register\b"),

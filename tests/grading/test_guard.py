@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ch6.grading import guard
+from tests.grading.attacks import FORGERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CELL = "/tmp/ipykernel_4242/{}.py"  # ipykernel が学習者のセルに付けるファイル名の形
@@ -26,16 +27,19 @@ RIGHT_6_1_1 = textwrap.dedent("""
 TODO_6_1_5 = "def ensemble_sgd_step(*args, **kwargs):\n    raise NotImplementedError\n"
 
 
-def kernel(cells: list[str], ids=("6.1-1",), after: str = "") -> tuple[list[dict], str]:
-    """監視つきのサブプロセスで cells を実行して採点する。(ホストに届いた行, stderr)。"""
+def kernel(cells: list[str], ids=("6.1-1",), after: str = "", env: dict | None = None,
+           cwd: Path = ROOT) -> tuple[list[dict], str]:
+    """監視つきのサブプロセスで cells を実行して採点する。(ホストに届いた行, stderr)。cwd は作業フォルダ。"""
     ch = guard.Channel()
     lines = ["ns = {'__name__': '__main__'}", f"exec({guard.kernel_source(ch.path, str(ROOT))!r}, ns)"]
     lines += [f"exec(compile({src!r}, {CELL.format(k)!r}, 'exec'), ns)" for k, src in enumerate(cells)]
     lines += [f"exec(compile({guard.POKE!r}, {CELL.format('poke')!r}, 'exec'), ns)"] * (1 + len(ids))
     lines.append(after)
-    env = {"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "PATH": "/usr/bin:/bin", "CH6_GRADING": "1"}
+    env = {"JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "PATH": "/usr/bin:/bin", "CH6_GRADING": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT), **(env or {})}
+    cwd.mkdir(parents=True, exist_ok=True)
     p = subprocess.Popen([sys.executable, "-c", "\n".join(lines)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, cwd=ROOT)
+                         text=True, env=env, cwd=cwd)
     try:
         ch.accept_blocking(120)
         ch.send(cmd="setup")
@@ -159,3 +163,65 @@ def test_a_lazily_exported_name_replaced_on_the_package_is_found():
     """ch6.run_check（ch6 の遅延読み込みの名前）を差し替えると、読み込み直した ch6 の同じ名前と比べて見つかる。"""
     msgs, _ = kernel([TODO_6_1_5, "import ch6\nch6.run_check = lambda *a, **k: None\n"], ids=("6.1-5",))
     assert ("replaced", "ch6.run_check") in flags(msgs), flags(msgs)
+
+
+# ------------------------------------------------------------------ issue 47: 採点が頼るものを替える攻撃
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_issue_47_forgeries_are_named(name):
+    """読み込みのキャッシュの探し方、比べる関数（np.allclose、ufunc、jnp、既定値）の差し替え: 名指しで見つかり、
+    採点はインストールされたチェックのまま（探し方は外して読み込み直す）。"""
+    cell, found = FORGERIES[name]
+    msgs, err = kernel([TODO_6_1_5, cell], ids=("6.1-5",))
+    assert any(found in what for _, what in flags(msgs)), (flags(msgs), err[-2000:])
+    assert results(msgs) == {"6.1-5": "not_done"}, (msgs, err[-2000:])
+
+
+def test_a_file_finder_that_points_elsewhere_is_named_and_not_used(tmp_path):
+    """ライブラリの FileFinder でも、ch6/grading のキャッシュが別のフォルダ（偽の inkernel.py）を指せば見つかる。"""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "inkernel.py").write_text(
+        "import sys\ncore = sys.modules['ch6._core']\ndef grader(emit, user_ns):\n"
+        "    emit(dict(kind='setup', origin=core.__file__))\n"
+        "    return lambda eid: emit(dict(id=eid, title='?', status='pass', message='ok'))\n")
+    cell = ("import sys, ch6.grading.model\nfolder = ch6.grading.__path__[0]\nreal = sys.path_importer_cache[folder]\n"
+            "loader = type(sys.modules['ch6'].__spec__.loader)\n"
+            f"sys.path_importer_cache[folder] = type(real)({str(fake)!r}, (loader, ['.py']))\n")
+    msgs, err = kernel([TODO_6_1_5, cell], ids=("6.1-5",))
+    assert any(c == "imports" and "ch6/grading →" in w and "fake" in w for c, w in flags(msgs)), (flags(msgs), err)
+    assert results(msgs) == {"6.1-5": "not_done"}, msgs
+
+
+def test_a_library_module_imported_and_changed_by_the_learner_is_named():
+    """学習者のセルで初めて読み込んだライブラリ（突き合わせの元がない）に、学習者の関数を入れても見つかる。"""
+    msgs, _ = kernel([TODO_6_1_5, "import colorsys\ncolorsys.rgb_to_hsv = lambda *a: (0, 0, 0)\n"], ids=("6.1-5",))
+    assert ("replaced", "colorsys.rgb_to_hsv") in flags(msgs), flags(msgs)
+
+
+def test_a_method_of_jax_arrays_replaced_is_named():
+    msgs, _ = kernel([TODO_6_1_5, "import jax.numpy as jnp\nA = type(jnp.zeros(1))\nA.__abs__ = lambda self: self * 0\n"],
+                     ids=("6.1-5",))
+    assert any(c == "replaced" and what.endswith("ArrayImpl.__abs__") for c, what in flags(msgs)), flags(msgs)
+
+
+def test_trying_to_write_outside_is_named_even_when_it_fails(tmp_path):
+    """採点のしくみ（ch6）・ほかの提出物・成績簿を書き換えようとしたこと（隔離で書けなくても、ここでは開くだけ）。"""
+    other = tmp_path / "class"
+    (other / "victim").mkdir(parents=True)
+    (other / "gradebook.db").write_bytes(b"")
+    cell = (f"import os, shutil, ch6\nopen(ch6.__file__.replace('__init__.py', 'grading/inkernel.py'), 'r+').close()\n"
+            f"open({str(other / 'gradebook.db')!r}, 'a').close()\n"
+            f"try:\n    shutil.rmtree({str(other / 'nobody')!r})\nexcept OSError:\n    pass\n"
+            f"os.makedirs('mine', exist_ok=True)\nopen('mine/notes.txt', 'w').close()\n")
+    msgs, _ = kernel([TODO_6_1_5, cell], ids=("6.1-5",), env={"CH6_GUARD_PROTECT": str(other)}, cwd=tmp_path / "work")
+    writes = sorted(w for c, w in flags(msgs) if c == "write")
+    assert writes == ["ch6/grading/inkernel.py", f"{tmp_path.name}/class/gradebook.db", f"{tmp_path.name}/class/nobody"]
+    assert results(msgs) == {"6.1-5": "not_done"}
+
+
+def test_the_grader_reads_ch6_from_its_source_and_checks_every_file():
+    """採点の準備の後: ch6 のモジュールはすべてディスクのソースから（.pyc を使わず）、ホストの読んだ中身のまま。"""
+    msgs, _ = kernel([RIGHT_6_1_1], after="import sys\nprint(sys.pycache_prefix, sys.dont_write_bytecode)")
+    assert flags(msgs) == [] and results(msgs) == {"6.1-1": "pass"}, msgs
+    assert guard.file_hashes(ROOT)["grading/inkernel.py"] and "numpy" in guard.grading_imports()

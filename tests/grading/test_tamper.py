@@ -90,6 +90,7 @@ def test_tamper_patterns_look_only_at_the_learners_cells(given):
     ("get_ipython().input_transformers_post.append(f)", "input_transformers"),
     ("get_ipython().events.register('post_run_cell', f)", "events.register"),
     ("__ch6_grader__ = None", "__ch6_grader__"),
+    ("import sys\nsys.path_importer_cache[folder] = Finder()", "sys.path_importer_cache"),
 ])
 def test_each_tamper_pattern(given, code, name):
     ex, a = given
