@@ -175,7 +175,27 @@ def plan_markdown() -> str:
     return "\n".join(out)
 
 
-TABLES = {"lessons": lambda: markdown(table()), "exercises": exercise_markdown, "plans": plan_markdown}
+def _short(notebook: str) -> str:
+    """"6_10_inference" -> "6.10"。"""
+    return notebook.split("_")[0] + "." + notebook.split("_")[1]
+
+
+def long_lessons_markdown(limit: int = 90) -> str:
+    """合計が 1 コマ（limit 分）を超える本編を挙げる文（手引きの 3 節、本編ごとの計画の表の下）。"""
+    long = [_short(r["notebook"]) for r in plans() if r["total_min"] > limit]
+    return (f"合計が {limit} 分を超える本編（{'、'.join(long)}）は、1 コマに収めるなら発展の演習を宿題にし、読む時間の\n"
+            "一部（6.7 の 6〜7 節、6.10 の 7 節のアクセラレータの節など）を授業の後に回します。")
+
+
+def capstone_reading_markdown() -> str:
+    """6.9a と 6.10 の 3 時間の道筋の下の、読む時間の文（2 節の表の数）。"""
+    read = {r["notebook"].split("_")[0] + "." + r["notebook"].split("_")[1]: round(r["read_min"]) for r in table()}
+    return (f"- 読む時間は 2 節の表で 6.9a が {read['6.9a']} 分、6.10 が {read['6.10']} 分です。"
+            "この道筋では、宿題に回した節の分だけ短くしています。")
+
+
+TABLES = {"lessons": lambda: markdown(table()), "exercises": exercise_markdown, "plans": plan_markdown,
+          "long_lessons": long_lessons_markdown, "capstone_reading": capstone_reading_markdown}
 GUIDE = ROOT / "docs" / "workshop.md"
 _BLOCK = re.compile(r"(<!-- workshop_times: (\w+) -->\n)(.*?)(\n<!-- /workshop_times -->)", re.S)
 

@@ -1,5 +1,6 @@
 """チェックの枠組み: 例外を外に出さない、1 行で決定的、未完了と内部エラーの区別。"""
 import jax.numpy as jnp
+import pytest
 
 import ch6
 from ch6 import run_check
@@ -105,3 +106,43 @@ def test_call_within_stops_a_loop_in_the_main_thread_and_falls_back_elsewhere():
     t.start()
     t.join()
     assert out == ["ok"]
+
+
+def test_a_learners_own_system_exit_is_an_error_not_internal(monkeypatch):
+    """issue 47: 学習者の関数の sys.exit() は ❌ エラー（internal ではない）。KeyboardInterrupt は採点の中だけエラー、
+    ノートブックでは止める操作なのでそのまま送出する。"""
+    import sys
+
+    from ch6.checking import LearnerError, call
+
+    with pytest.raises(LearnerError):
+        call(lambda: sys.exit(3))
+    with pytest.raises(KeyboardInterrupt):
+        call(lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setenv("CH6_GRADING", "1")
+    with pytest.raises(LearnerError):
+        call(lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+
+def test_time_limits_nest_and_a_check_in_the_notebook_stops_after_its_limit():
+    """time_limit は入れ子にでき（内側が先に切れても外側は続く）、ch6.check の時間切れは演習の名前つきの 1 行。"""
+    import time
+
+    from ch6 import _core
+    from ch6.checking import TimeUp, time_limit
+
+    with pytest.raises(TimeUp):
+        with time_limit(0.3):
+            with pytest.raises(TimeUp):
+                with time_limit(0.1):
+                    while True:
+                        pass
+            while True:  # 外側の制限はまだ生きている
+                time.sleep(0.01)
+
+    def spin(*a, **k):
+        while True:
+            pass
+
+    r = _core.run_check_within("6.1-1", spin, 0.5)
+    assert r.status is _core.Status.TIMEOUT and "rbf_features" in r.message and "0.5 秒以内" in r.message, r

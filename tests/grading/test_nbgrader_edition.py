@@ -204,3 +204,38 @@ def test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr(tmp_path):
     assert "R True" in p.stdout, p.stdout + p.stderr
     assert "DeprecationWarning: old API" in p.stdout and "debug" in p.stdout and "点数には関係しません" in p.stdout, p.stdout
     assert "old API" not in p.stderr and "debug" not in p.stderr, p.stderr
+
+
+def _release_like():
+    """配布版と同じ nbgrader のメタデータの 6.1（セットアップ、解答、採点のセル）。"""
+    nb = nbformat.read(ROOT_NB / "exercises" / "6_1_vmap.ipynb", as_version=4)
+    assert gradecells.normalize_metadata(nb, "6_1_vmap") == []  # exercises/ から（印なし）: 書き換えとは言わない
+    gradecells.restore_grade_cells(nb, "6_1_vmap")
+    return nb
+
+
+ROOT_NB = Path(__file__).resolve().parents[2]
+
+
+def test_metadata_is_rebuilt_from_the_cells_and_every_edit_is_named():
+    """セットアップのセルの locked の写し、採点でないセルの grade: true、壊れた値、grade_id の重複: 配布版の形に戻し、
+    どのセルかを言う（issue 47: nbgrader がクラスを止めないように）。"""
+    nb = _release_like()
+    clean = json.loads(nbformat.writes(nb))
+    assert gradecells.normalize_metadata(nb, "6_1_vmap") == []  # 配布版のままなら何も言わない
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    learner = nbformat.v4.new_code_cell("x = 1")
+    learner.metadata["nbgrader"] = dict(setup.metadata["nbgrader"])  # セットアップの印の写し
+    nb.cells.insert(2, learner)
+    other = nbformat.v4.new_code_cell("y = 2")
+    other.metadata["nbgrader"] = {"grade": True, "grade_id": "mine", "points": 5, "locked": False, "solution": False}
+    nb.cells.insert(3, other)
+    test = next(c for c in nb.cells if edition.test_exercise(c))
+    test.metadata["nbgrader"]["points"] = 9  # 点数の書き換え
+    said = gradecells.normalize_metadata(nb, "6_1_vmap")
+    assert len(said) == 3 and "セル 3（setup 編集不可 → なし）" in said[0], said
+    assert "nbgrader のメタデータが配布版と違っていました" in gradecells.metadata_note(said)
+    nb.cells = [c for c in nb.cells if c.source not in ("x = 1", "y = 2")]
+    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells] == \
+        [c["metadata"].get("nbgrader", {}).get("grade_id") for c in clean["cells"]]
+    assert test.metadata["nbgrader"]["points"] == 1.0

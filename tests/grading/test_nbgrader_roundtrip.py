@@ -31,7 +31,7 @@ import pytest
 from ch6.grading import nbgrader as edition
 from ch6.grading.exercises import packaged
 from tests.grading.attacks import THREAD_SWAP
-from tests.grading.nbcourse import answer, answer_cell, env_for, readme_commands, run, solution_body
+from tests.grading.nbcourse import answer, answer_cell, env_for, readme_commands, run, snapshot, solution_body
 
 if os.environ.get("CH6_NBGRADER") != "1":
     pytest.importorskip("nbgrader", reason="nbgrader は make test-nbgrader の環境（.venv-nbgrader）にだけ入れます")
@@ -123,6 +123,7 @@ def course(tmp_path_factory):
         ["nbgrader", "autograde", "ps1"], ["nbgrader", "export"]], commands
     assert commands[5:] == ["ch6-grade . --csv ch6-grades.csv"], commands
     run(commands[0], ROOT, env)  # チェックアウトで実行し、コースはその外（~/ch6-course）に
+    env = env_for(tmp, package=snapshot(tmp))  # 採点はこの時点の ch6 の写しで（nbcourse.snapshot）
     course = tmp / "ch6-course"
     run(commands[2], course, env)
     for student, files in _submissions(course).items():
