@@ -10,6 +10,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ch6-installed
 JOBS   ?= 2
 PIP    := -m pip install --quiet --disable-pip-version-check
+# 最初の make lab / make test で進み具合が見えるように: パッケージごとに 1 行（Collecting … / Downloading …）
+PIP_SHOWN := -m pip install --disable-pip-version-check --progress-bar off
 # 動作を確かめている最も古い JAX（ch6/env.py の MIN_JAX だけが正本）
 MIN_JAX := $(shell sed -n 's/^MIN_JAX = "\([^"]*\)".*/\1/p' ch6/env.py)
 MIN_VENV := .venv-min
@@ -25,21 +27,32 @@ EXERCISE_DEVICE_COUNTS ?= 3
 # 2 は make exercise が変えた節について 1, 2, 3, 8 で試すので、CI は 4（偶数の 2 次元メッシュ）を足す
 CHECK_DEVICE_COUNTS ?= 1 3 4 8
 
-.PHONY: setup lab depends test test-integration test-accelerator chip-traces test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
+.PHONY: setup lab author-lab depends test test-integration test-accelerator chip-traces test-mutation test-devices test-isa test-min test-wheel test-stale test-nbgrader nbgrader nbgrader-setup ci exercises outputs bench clean quick lint sync notebook exercise
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 以上が見つかりません / Python 3.12+ is required: install it (e.g. 'pyenv install 3.12' or 'apt install python3.12') and run make again"; exit 1; }
+	@echo "[1/3] $(VENV) を作ります / creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python $(PIP) -r requirements.txt
+	@echo "[2/3] requirements.txt のパッケージを入れます（初回は数分かかります。1 行が 1 パッケージ）/ installing the pinned packages (a few minutes the first time, one line per package)"
+	$(BIN)/python $(PIP_SHOWN) -r requirements.txt
+	@echo "[3/3] 講座のパッケージ ch6 を入れます / installing the course package ch6"
 	$(BIN)/python $(PIP) --no-deps -e .
 	@touch $@
 
 # 環境（.venv）を作るだけ。ほかには何もしない（作ってあれば何もしない）
 setup: $(STAMP)
 
-# root で動かすとき（コンテナなど）だけ --allow-root を付ける。tools/jupyter/ の設定で、ファイルブラウザには
-# レッスンごとに .ipynb 1 つだけを見せる（MyST の双子 X.md と X.outputs.txt は隠すだけで、開けて、保存で書かれる）
+# 学習者の作業用のコピー work/（git は無視する: tools/workcopy.py）を作り、そこを開く。自動保存や答えは work/ の
+# コピーだけを変えるので、講座の更新（git pull）と衝突しない。ないノートブックだけをコピーし、あるものは上書きしない。
+# root で動かすとき（コンテナなど）だけ --allow-root を付ける
 lab: $(STAMP)
+	$(BIN)/python tools/workcopy.py
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)/work" $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
+
+# 著者用: チェックアウトそのものを開く（.ipynb を保存すると jupytext が MyST の双子 X.md を書く）。tools/jupyter/ の
+# 設定で、ファイルブラウザにはレッスンごとに .ipynb 1 つだけを見せる（双子 X.md と X.outputs.txt は隠すだけ）
+author-lab: $(STAMP)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
