@@ -167,6 +167,9 @@ def _preprocessor_classes() -> dict:
                 results = {e: ExerciseResult(e, course.titles[e], Status.NOT_GRADED, why) for e in course.ids}
                 notes = []
             flags = fill(nb, results, notes)
+            for n in notes:  # 干渉の備考はノートブックごとに 1 行（ch6-grade の備考と同じ文）
+                if n.startswith("採点のしくみへの干渉"):
+                    self.log.warning("ch6: %s/%s: %s: %s", info["student"], info["assignment"], info["notebook"], n)
             for f in flags:
                 self.log.warning("ch6: %s: %s", _where(info), f["why"])
             resources["ch6_flags"] += flags
