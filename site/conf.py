@@ -74,7 +74,7 @@ html_theme_options = {
     "extra_footer": (
         f"<p>© {author}。講座の版 {COURSE_VERSION}（JAX {JAX_PIN} で実行した出力）。"
         + (f'ライセンス：<a href="{repo_url()}/blob/main/{LICENSE}">{LICENSE}</a>。' if LICENSE
-           else "ライセンス：まだ決まっていません（リポジトリに LICENSE のファイルがありません）。")
+           else "ライセンス：まだ決まっていません（リポジトリにライセンスのファイルがありません）。")
         + f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。</p>'
     ),
 }

@@ -192,6 +192,48 @@ LAYOUT_JS = r"""(async () => {
       if (!code.closest("a[href]") && !linked.has(m[0])) out.api_unlinked.push(m[0]);
     }
   }
+  // API 名のリンクが、その名前の項目ではなく親のページや検索に行くもの（項目のない名前は文書のページ：course-api-guide）
+  out.api_off_entry = [...art.querySelectorAll("a.course-api")].filter((a) => {
+    const href = a.getAttribute("href") || "";
+    return href.includes("search.html") || (!a.classList.contains("course-api-guide") && !href.includes(a.title));
+  }).map((a) => `${a.title} → ${a.getAttribute("href")}`);
+  // コピーのボタンがコードの上に重なる（電話の幅）
+  out.copy_covering = [...art.querySelectorAll(".cell_input div.highlight")].filter((box) => {
+    const b = box.querySelector(".course-copy"), pre = box.querySelector("pre");
+    if (!b || !pre) return false;
+    const r = b.getBoundingClientRect(), q = pre.getBoundingClientRect();
+    return r.width > 0 && r.left < q.right && r.right > q.left && r.top < q.bottom && r.bottom > q.top;
+  }).map((box) => short(box.querySelector("pre")));
+  // 表のままで収まるのにカードになった表：カードの印を外した写しを同じ所に置いて測る
+  out.needless_cards = [...art.querySelectorAll("table.course-stack")].filter((t) => {
+    const copy = t.cloneNode(true);
+    copy.classList.remove("course-stack");
+    copy.style.visibility = "hidden";
+    t.after(copy);
+    const fits = !CourseUI.squeezed(copy);
+    copy.remove();
+    return fits;
+  }).map(short);
+  // 本文のコードが語の途中（英字・数字の間）で折り返す
+  out.code_midword = [];
+  for (const code of art.querySelectorAll("code.literal")) {
+    if (code.closest("pre") || code.getClientRects().length < 2 || /\s/.test(code.textContent.trim())) continue;
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    let prev = null;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      for (let i = 0; i < n.textContent.length; i++) {
+        const range = document.createRange();
+        range.setStart(n, i); range.setEnd(n, i + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect) continue;
+        const ch = n.textContent[i];
+        if (prev && rect.top > prev.top + 2 && /[A-Za-z0-9]/.test(prev.ch) && /[A-Za-z0-9]/.test(ch)) {
+          out.code_midword.push(`${code.textContent.slice(0, 60)}（${prev.ch}|${ch}）`);
+        }
+        prev = {top: rect.top, ch};
+      }
+    }
+  }
   return out;
 })()"""
 
@@ -246,6 +288,12 @@ class Site:
         return urllib.parse.unquote(path.removeprefix(urllib.parse.urlsplit(self.base).path))
 
 
+def searchable(site: Site) -> list[str]:
+    """学習者の検索に出るページ（docs/ と README の管理者・開発者へのページは出さない）。"""
+    off = {f"{name}.html" for name in build_site.off_nav()}
+    return [rel for rel in site.content_pages() if rel not in off]
+
+
 def lesson_pages() -> list[str]:
     return [f"notebooks/{p.stem}.html" for p in build_site.lessons()]
 
@@ -279,6 +327,10 @@ UNLINKED_API = "リファレンスへのリンクのない API 名"
 DUPLICATE_RESULT = "検索の結果に 2 度出るページ"
 MISSING_EXERCISE = "サイトにない演習"
 SOLUTION_CODE = "サイトにある解答のコード"
+API_OFF_ENTRY = "項目ではなく親のページか検索へ行く API 名"
+COPY_COVERS_CODE = "コードに重なるコピーのボタン"
+NEEDLESS_CARD = "表のままで収まるのにカードになった表"
+CODE_MIDWORD = "語の途中で折り返す本文のコード"
 
 
 def measure(page: Page, url: str, width: int) -> dict:
@@ -324,6 +376,10 @@ def figure_size_problems(layout: dict) -> list[str]:
             + [f"{FIGURE_LINK}: {text}" for text in layout["figure_links"]])
 
 
+def api_entry_problems(layout: dict) -> list[str]:
+    return [f"{API_OFF_ENTRY}: {text}" for text in layout["api_off_entry"]]
+
+
 def api_link_problems(layout: dict) -> list[str]:
     return [f"{UNLINKED_API}: {name}" for name in layout["api_unlinked"]]
 
@@ -351,8 +407,9 @@ def figure_click_problems(page: Page, url: str) -> list[str]:
         for kind in ("mousePressed", "mouseReleased"):
             page.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
         page.settle(0.4)
-        moved = [ev["params"].get("url") or ev["params"].get("frame", {}).get("url", "")
-                 for ev in page.events if ev["method"] in NAVIGATION_EVENTS]
+        # 拡大は履歴を 1 つ足す（pushState、同じページ）。住所の変わる移動だけがページを離れたこと
+        moved = [u for u in (ev["params"].get("url") or ev["params"].get("frame", {}).get("url", "")
+                             for ev in page.events if ev["method"] in NAVIGATION_EVENTS) if u and u.split("#")[0] != url]
         if moved:
             problems.append(f"{FIGURE_LEAVES}: 図 {k}（{alt}）→ {next((u for u in moved if u), '?')}")
             page.navigate(url)
@@ -569,9 +626,8 @@ def test_navigation_follows_the_course_in_japanese(site):
     hrefs = site.page.evaluate(
         "[...document.querySelectorAll('.bd-sidebar-primary a.reference.internal')].map((a) => a.href)")
     order = [site.rel(h) for h in hrefs]
-    docs = [f"docs/{d.stem}.html" for d in build_site.doc_pages()]
-    assert order == ["index.html", *lesson_pages(), *exercise_pages(), "glossary.html", "teachers.html", *docs,
-                     "maintainers.html"]
+    # docs/（ワークショップの手引き、英語の開発者の記録）と README は学習者の列に出さない（先生方へ・README から）
+    assert order == ["index.html", *lesson_pages(), *exercise_pages(), "glossary.html", "teachers.html"]
     captions = site.page.evaluate(
         "[...document.querySelectorAll('.bd-sidebar-primary p.caption')].map((p) => p.textContent.trim())")
     assert captions == ["本編", "演習", "資料"]
@@ -668,6 +724,19 @@ def snippet_is_prose(site: Site, item: dict) -> bool:
     return bool(site.page.evaluate(f"{PROSE_OF_PAGE_JS}({json.dumps(href)}, {json.dumps(core)})"))
 
 
+def names_page(site: Site, rel: str, word: str) -> bool:
+    """ページの題か最初の節の見出し（演習のページは題だけ）が word（用語集の英語・日本語、API 名の最後の部分も）を含むか。"""
+    w = word.lower()
+    syn = course_site.synonyms()
+    names = {w, *syn.get(w, []), *[ja for ja, en in syn.items() if w in en]}
+    if "." in w and len(w.rsplit(".", 1)[1]) > 2:
+        names.add(w.rsplit(".", 1)[1])
+    doc = json.dumps(rel.removesuffix(".html"))
+    title, first = site.page.evaluate(f"""[Search._index.titles[Search._index.docnames.indexOf({doc})],
+        (typeof COURSE_FIRST_HEADINGS !== 'undefined' && COURSE_FIRST_HEADINGS[{doc}]) || '']""")
+    return any(n in title.lower() or n in first.lower() for n in names)
+
+
 def search_problems(site: Site, word: str) -> list[str]:
     """word で検索したページの問題：結果や件数がない、抜き出しがテーマの部品や語のない文、題に語のあるページが後、
     レッスンの結果が節へリンクしない（またはない id へ）。"""
@@ -686,10 +755,8 @@ def search_problems(site: Site, word: str) -> list[str]:
             problems.append(f"{CHROME_SNIPPET} {chrome}: {item}")
         if not any(n in item["snippet"].lower() for n in names):
             problems.append(f"抜き出しに「{word}」がない: {item}")
-    # 題に語があるページが先に
-    in_title = [any(n in site.page.evaluate(
-        f"Search._index.titles[Search._index.docnames.indexOf({json.dumps(site.rel(i['href']).removesuffix('.html'))})]"
-    ).lower() for n in names) for i in items]
+    # 題か最初の節の見出しに語があるページが先に
+    in_title = [names_page(site, site.rel(i["href"]), word) for i in items]
     if in_title != sorted(in_title, reverse=True):
         problems.append(f"題に語のあるページが先に並んでいない: {list(zip(in_title, [i['title'] for i in items]))}")
     # レッスンの結果は節へリンクする
@@ -715,7 +782,7 @@ def test_search_for_collective_lists_6_3b_first(site):
 def test_english_glossary_terms_are_synonyms(site):
     """用語集の英語で探しても、その日本語の用語を使うページが見つかる（collective → 集団通信）。"""
     for en, ja in (("collective", "集団通信"), ("checkpoint", "チェックポイント"), ("sharding", "シャーディング")):
-        uses = {rel for rel in site.content_pages() if ja in site.visits[rel].article_text}
+        uses = {rel for rel in searchable(site) if ja in site.visits[rel].article_text}
         found = search(site, en)
         assert uses <= found, f"「{en}」で見つからない、「{ja}」を使うページ: {sorted(uses - found)}"
 
@@ -725,7 +792,7 @@ def test_search_finds_the_pages_that_use_the_word(site, word):
     w = word.lower()
     # 英字の語は語の頭からだけ数える（shutil.copytree の中の pytree は pytree という語ではない）
     pattern = re.compile((r"(?<![a-z])" if w[:1].isascii() and w[:1].isalpha() else "") + re.escape(w))
-    uses = {rel for rel in site.content_pages() if pattern.search(site.visits[rel].article_text.lower())}
+    uses = {rel for rel in searchable(site) if pattern.search(site.visits[rel].article_text.lower())}
     contains = {rel for rel in site.content_pages() if w in site.visits[rel].main_text.lower()}
     if word in COURSE_WORDS:  # 用語集の語は用語集のページが使う（GLOSSARY.md の同期は tests/test_glossary.py）
         assert uses & set(lesson_pages()), f"「{word}」を使うレッスンがない"
@@ -853,6 +920,8 @@ def test_api_names_link_to_the_reference(site):
     links = site.visits["notebooks/6_3b_shard_map.html"].links
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.lax.psum.html" in links
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.shard_map.html" in links
+    off = _problems(site, api_entry_problems, widths=(1280,))
+    assert not off, json.dumps(off, ensure_ascii=False, indent=1)
 
 
 def test_exercises_are_on_the_site(site):
@@ -939,7 +1008,8 @@ def test_print_keeps_code_whole(site):
                 const art = document.querySelector('article').getBoundingClientRect().width;
                 return {hidden, cut, art};
             })()""")
-            if not found["hidden"] or found["cut"] or found["art"] < 700:
+            found["wrapped"] = printed_table_problems(site.page.evaluate(LAYOUT_JS))
+            if not found["hidden"] or found["cut"] or found["art"] < 700 or found["wrapped"]:
                 clipped[rel] = found
     finally:
         site.page.send("Emulation.setEmulatedMedia", media="")
@@ -968,7 +1038,9 @@ def test_landing_page_is_for_learners(site):
         assert build_site.lesson_title(lesson).replace("`", "") in text, lesson.name
     assert "make test" not in text, "開発者の手順は管理者・開発者へのページに"
     teachers = site.visits["teachers.html"]
-    for doc in build_site.doc_pages():
+    for doc in build_site.doc_pages():  # 日本語の手引き（英語の開発者の記録は README から）
+        if build_site.markdown_headings(doc.read_text(encoding="utf-8"))[0][1].isascii():
+            continue
         assert any(site.rel(h) == f"docs/{doc.stem}.html" for h in teachers.links), f"先生方へのページから docs/{doc.name} へ"
 
 
@@ -1149,7 +1221,7 @@ FIGURE_MIN_RULE = ".cell_output img.course-figure { min-width: calc(var(--course
 STACK_CALL = "CourseUI.stackTables();"
 PHONE_CELL_WIDTH = "font-size: 0.85rem; min-width: 7.5em; }"  # 電話の幅のセル（もとは min-width: 0）
 CLICK_GUARD = "e.preventDefault();  // 図を包むリンク（PNG そのもの）へは行かない"
-ONE_PER_PAGE = "Search._performSearch = (...args) => CourseSearch.onePerPage(performSearch(...args));"
+ONE_PER_PAGE = "Search._performSearch = (...args) => CourseSearch.onePerPage(CourseSearch.allTerms(performSearch(...args), args[1]));"
 
 
 def _figures_in_links(html: str) -> str:
@@ -1248,3 +1320,253 @@ def test_detects_solution_code_on_the_site(site, tmp_path):
         found = _named(solution_problems(copy.out), SOLUTION_CODE)
     assert any("exercises/6_1_vmap.html" in p and vmap_block["lines"][0] in p for p in found), found
     assert any("exercises/6_5_summary.html" in p and summary_block["function"] in p for p in found), found
+
+
+# ---------------------------------------------------------------- issue 48：電話・検索・リンク・印刷・フッタ
+
+def copy_button_problems(layout: dict) -> list[str]:
+    return [f"{COPY_COVERS_CODE}: {text}" for text in layout["copy_covering"]]
+
+
+def card_problems(layout: dict) -> list[str]:
+    return [f"{NEEDLESS_CARD}: {text}" for text in layout["needless_cards"]]
+
+
+def code_break_problems(layout: dict) -> list[str]:
+    return [f"{CODE_MIDWORD}: {text}" for text in layout["code_midword"]]
+
+
+def test_phone_copy_buttons_and_cards(site):
+    """電話の幅で、コピーのボタンはコードに重ならない。カードになるのは表のままでは収まらない表だけ。"""
+    problems = _problems(site, lambda layout: copy_button_problems(layout) + card_problems(layout), widths=(390,))
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+    cards = sum(len(site.visits[rel].layout[390]["needless_cards"]) for rel in lesson_pages())
+    assert cards == 0
+
+
+def test_code_spans_do_not_break_mid_word_at_1280(site):
+    problems = _problems(site, code_break_problems, widths=(1280,))
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
+
+
+PRINT_RULE = "white-space: pre !important; overflow-wrap: normal !important;"
+COPY_PHONE_RULE = "position: static; order: -1; "
+CARD_FIT_CHECK = "if (phone && !CourseUI.squeezed(table)) return;"
+CODE_BREAKS_CALL = "CourseUI.addCodeBreaks();"
+CODE_SPAN_RULE = "code.literal, code.literal span.pre { white-space: normal; overflow-wrap: break-word; }"
+
+
+def print_layout(page: Page, url: str) -> dict:
+    page.set_viewport(794, 1123)
+    page.send("Emulation.setEmulatedMedia", media="print")
+    try:
+        page.navigate(url)
+        return page.evaluate(LAYOUT_JS)
+    finally:
+        page.send("Emulation.setEmulatedMedia", media="")
+        page.set_viewport(1280, 900)
+
+
+def test_detects_copy_button_over_code(site, tmp_path):
+    with altered_copy(site, tmp_path, {"_static/course.css": _without(COPY_PHONE_RULE)}) as copy:
+        layout = measure(copy.page, copy.base + SHOWCASE, 390)
+    assert len(_named(copy_button_problems(layout), COPY_COVERS_CODE)) >= 5, layout["copy_covering"]
+
+
+def test_detects_small_table_turned_into_cards(site, tmp_path):
+    pages = [rel for rel in lesson_pages() + exercise_pages()
+             if site.visits[rel].layout[390].get("needless_cards") == []
+             and "<table" in (site.out / rel).read_text(encoding="utf-8")]
+    with altered_copy(site, tmp_path, {"_static/course.js": _without(CARD_FIT_CHECK)}) as copy:
+        found = [p for rel in pages for p in card_problems(measure(copy.page, copy.base + rel, 390))]
+    assert found, "表のままで収まる表をカードにしても見つからない"
+
+
+def test_detects_code_span_broken_mid_word(site, tmp_path):
+    changes = {"_static/course.js": _without(CODE_BREAKS_CALL),
+               "_static/course.css": lambda css: css.replace(CODE_SPAN_RULE, CODE_SPAN_RULE.replace("break-word", "anywhere"))
+               .replace("article td code.literal, article td code.literal span.pre, article th code.literal,", "article td x,")}
+    with altered_copy(site, tmp_path, changes) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_5_summary.html", 1280)
+    assert _named(code_break_problems(layout), CODE_MIDWORD), "語の途中の折り返しが見つからない"
+
+
+def test_detects_printed_table_wrapped_on_a4(site, tmp_path):
+    rel = "notebooks/6_7_cost_memory.html"
+    assert not printed_table_problems(print_layout(site.page, site.base + rel))
+    def unfit(css):
+        return css.replace(".cell_output .course-printed-table pre {\n    " + PRINT_RULE, ".course-none pre {\n    " + PRINT_RULE)
+    with altered_copy(site, tmp_path, {"_static/course.css": unfit}) as copy:
+        found = printed_table_problems(print_layout(copy.page, copy.base + rel))
+    assert found, "A4 で折り返す印刷の表が見つからない"
+
+
+def _api_guides_to_search(html: str) -> str:
+    return re.sub(r'(<a class="course-api course-api-guide[^"]*" href=")[^"]*(" title="([^"]+)")',
+                  r"\1https://docs.jax.dev/en/latest/search.html?q=\3\2", html)
+
+
+def test_detects_api_name_sent_to_search(site, tmp_path):
+    rel = "notebooks/6_3a_sharding.html"
+    with altered_copy(site, tmp_path, {rel: _api_guides_to_search}) as copy:
+        layout = measure(copy.page, copy.base + rel, 1280)
+    found = api_entry_problems(layout)
+    assert any("jax.reshard" in p and "search.html" in p for p in found), found
+
+
+# 課題（issue 48）が挙げた語：その語を定めるレッスンが 1 番目
+DEFINING = {"シャーディング": "notebooks/6_3a_sharding.html", "メッシュ": "notebooks/6_3a_sharding.html",
+            "jax.shard_map": "notebooks/6_3b_shard_map.html", "チェックポイント": "notebooks/6_9b_checkpoint_resume.html",
+            "KVキャッシュ": "notebooks/6_10_inference.html"}
+
+
+def ranking_problems(site: Site) -> list[str]:
+    out = []
+    for word, page in DEFINING.items():
+        items = search_results(site, word)["items"]
+        first = site.rel(items[0]["href"]) if items else None
+        if first != page:
+            out.append(f"「{word}」の 1 番目が {first}（{page} のはず）")
+    return out
+
+
+def search_quality_problems(site: Site) -> list[str]:
+    """KVキャッシュ（空白なし）、用語集の結果の行き先、抜き出しの TeX、2 語の検索がどちらも含むページだけか。"""
+    out = []
+    squeezed, spaced = search(site, "KVキャッシュ"), search(site, "KV キャッシュ")
+    if squeezed != spaced or "notebooks/6_9c_lost_process.html" in squeezed:
+        out.append(f"「KVキャッシュ」の結果が「KV キャッシュ」と違う: {sorted(squeezed ^ spaced)}")
+    for word, anchor in (("チェックポイント", "term-checkpoint"), ("ルーフライン", "term-roofline")):
+        items = search_results(site, word)["items"]
+        glossary = [i["href"] for i in items if site.rel(i["href"]) == "glossary.html"]
+        if not glossary or not glossary[0].endswith("#" + anchor):
+            out.append(f"用語集の結果が用語（#{anchor}）へ行かない: {glossary}")
+        out += [f"抜き出しに TeX: {i['snippet']}" for i in items if re.search(r"\\[A-Za-z(\[]|\$", i["snippet"])]
+    for rel in search(site, "kv チェックポイント"):
+        text = site.visits[rel].main_text.lower()
+        if "kv" not in text or "チェックポイント" not in text:
+            out.append(f"「kv チェックポイント」の片方しか含まないページ: {rel}")
+    return out
+
+
+def test_search_ranks_defining_lesson_first_and_finds_terms(site):
+    problems = ranking_problems(site) + search_quality_problems(site)
+    assert not problems, "\n".join(problems)
+    for word in ("ルーフライン", "accelerator", "grading"):  # 開発者・管理者のページは学習者の検索に出ない
+        off = {rel for rel in search(site, word) if rel.startswith("docs/") or rel == "maintainers.html"}
+        assert not off, (word, off)
+
+
+def test_detects_search_defects(site, tmp_path):
+    """並べ方・空白なしの用語・2 語の検索・用語集の行き先・TeX を、もとのふるまいに戻すと見つかる。"""
+    changes = {"_static/course-search.js": lambda js: js
+               .replace("Scorer.score = CourseSearch.score;", "")
+               .replace("CourseSearch.onePerPage(CourseSearch.allTerms(performSearch(...args), args[1]))",
+                        "CourseSearch.onePerPage(performSearch(...args))")
+               .replace('if (term && term.matches("dt[id]"))', "if (false)")
+               .replace("el.replaceWith(doc.createTextNode(CourseSearch.texText(el.textContent)));", ""),
+               "_static/language_data.js": lambda js: js.replace("const squeezed = word === undefined && ",
+                                                                 "const squeezed = false && ")}
+    with altered_copy(site, tmp_path, changes) as copy:
+        copy.visits = site.visits
+        ranking = ranking_problems(copy)
+        quality = search_quality_problems(copy)
+    assert len(ranking) >= 2, ranking
+    for needle in ("KVキャッシュ", "#term-checkpoint", "TeX", "片方しか"):
+        assert any(needle in p for p in quality), (needle, quality)
+
+
+ZOOM_JS = """(async () => {
+    const img = document.querySelectorAll('article img.course-figure')[%d];
+    img.scrollIntoView({block: 'center'});
+    await img.decode();
+    img.click();
+    const big = document.querySelector('.course-zoom img');
+    await big.decode();
+    return [big.getBoundingClientRect().width, document.documentElement.clientWidth];
+})()"""
+
+
+def zoom_problems(page: Page, url: str, k: int = 0) -> list[str]:
+    """電話の幅で図 k を拡大：画面の幅に収まるか。ブラウザの「戻る」で拡大が閉じ、ページに残るか。"""
+    page.set_viewport(390, 844, mobile=True)
+    try:
+        page.navigate(url)
+        width, screen = page.evaluate(ZOOM_JS % k)
+        out = [f"画面より広い拡大: {width:.0f} px（画面 {screen} px）"] if width > screen + 1 else []
+        page.send("Runtime.evaluate", expression="history.back()")
+        page.settle(0.8)
+        here = page.evaluate("[location.href.split('#')[0], !!document.querySelector('.course-zoom')]")
+        if here != [url, False]:
+            out.append(f"「戻る」で拡大が閉じない、またはページを離れた: {here}")
+        return out
+    finally:
+        page.set_viewport(1280, 900)
+
+
+def term_note_problems(page: Page, url: str) -> list[str]:
+    """電話の幅で用語のリンクをタップ：定義がその場に出て、ページは移らない。"""
+    page.set_viewport(390, 844, mobile=True)
+    try:
+        page.navigate(url)
+        found = page.evaluate("""(() => {
+            const a = document.querySelector('article a.course-term');
+            a.scrollIntoView({block: 'center'});
+            const definition = a.dataset.definition || a.title;
+            a.click();
+            const note = a.nextElementSibling;
+            return [definition, note && note.matches('.course-term-note') ? note.textContent : '', location.href];
+        })()""")
+        page.settle(0.5)
+        out = [] if found[1] and found[0].split("：", 1)[-1][:20] in found[1] else [f"用語の定義が出ない: {found}"]
+        if page.evaluate("location.href").split("#")[0] != url:
+            out.append("用語をタップすると用語集へ移る（定義はツールチップだけ）")
+        return out
+    finally:
+        page.set_viewport(1280, 900)
+
+
+def test_phone_zoom_fits_back_closes_and_terms_show_definitions(site):
+    rel = "notebooks/6_8a_pipeline.html"
+    problems = zoom_problems(site.page, site.base + rel, 1) + term_note_problems(site.page, site.base + SHOWCASE)
+    assert not problems, problems
+
+
+def test_detects_zoom_and_term_defects(site, tmp_path):
+    rel = "notebooks/6_8a_pipeline.html"
+    changes = {"_static/course.js": lambda js: js.replace('big.className = "course-zoom-fit";', "")
+               .replace('history.pushState({ courseZoom: true }, "");', "")
+               .replace("CourseUI.addTermNotes();", "")}
+    with altered_copy(site, tmp_path, changes) as copy:
+        zoom = zoom_problems(copy.page, copy.base + rel, 1)
+        terms = term_note_problems(copy.page, copy.base + SHOWCASE)
+    assert any("画面より広い" in p for p in zoom) and any("戻る" in p for p in zoom), zoom
+    assert terms, terms
+
+
+def footer_problems(out: Path) -> list[str]:
+    """どのページのフッタにも：講座の版、固定した JAX、ライセンスの行。作者が GitHub の短い名前（slug）でない。"""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    pin = next(ln.split("==")[1].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln.startswith("jax=="))
+    slug = build_site.repo_url().rstrip("/").split("/")[-2]
+    problems = []
+    for path in sorted(out.rglob("*.html")):
+        rel = path.relative_to(out).as_posix()
+        if rel.startswith("_"):
+            continue
+        html = path.read_text(encoding="utf-8")
+        footer = html[html.find("bd-footer-content"):] if "bd-footer-content" in html else ""
+        for needed in (f"講座の版 {version}", f"JAX {pin}", "ライセンス"):
+            if needed not in footer:
+                problems.append(f"{rel}: フッタに「{needed}」がない")
+        if re.search(rf"©\s*{re.escape(slug)}", footer):
+            problems.append(f"{rel}: フッタの作者が {slug}")
+    return problems
+
+
+def test_every_page_has_version_jax_and_licence(site, tmp_path):
+    assert not footer_problems(site.out)
+    with altered_copy(site, tmp_path, {SHOWCASE: lambda html: html.replace("講座の版", "版")}) as copy:
+        assert any(SHOWCASE in p for p in footer_problems(copy.out))

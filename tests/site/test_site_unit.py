@@ -287,7 +287,8 @@ def test_api_names_map_to_the_reference():
     assert jax_api.url("jax.sharding.NamedSharding") == base + "jax.sharding.html#jax.sharding.NamedSharding"
     assert jax_api.url("jax.numpy") == base + "jax.numpy.html"
     assert jax_api.url("jax.Array.sharding").startswith(base + "_autosummary/jax.Array")  # 属性は、あればそのページ
-    assert jax_api.url("jax.config.update") == base + "_autosummary/jax.config.html"  # なければ親の名前のページ
+    assert jax_api.url("jax.config.update") == base + "config_options.html"  # 項目のない名前は、それを説明する文書へ（GUIDES）
+    assert jax_api.url("jax.lax.pcast") == base + "notebooks/shard_map.html"
     assert jax_api.url("jax.no_such_thing") is None
     assert jax_api.NAME.findall('jax.jit(jax.vmap(f)) と lax.psum(x, "i")') == ["jax.jit", "jax.vmap", "lax.psum"]
     assert jax_api.NAME.findall("docs.jax.dev、jaxpr.eqns、self.lax.psum") == []
