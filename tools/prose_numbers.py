@@ -111,6 +111,8 @@ NUMBERS: list[tuple[str, str, tuple[Source, ...]]] = [
     ("notebooks/6_11b_overlap.md", "双方向にすると帯域が 2 倍になり、しきい値は {} に下がって",
      (out(r"^TPU v5e\s+双方向(?:\s+\S+){5}\s+([\d,]+)", "{:.0f}"),)),
     ("notebooks/6_7_cost_memory.md", "HBM が {} GB の H200", (hw("chip('H200 SXM').hbm_bytes / 1e9"),)),
+    ("notebooks/6_11a_profile.md", "デバイスの時間は 1.87 ms 短くなり、見積もりの {} ms の {} 倍です",
+     (out(r"^見積もり: (\d+\.\d+) ms 短くなる"), out(r"（見積もりの (\d+\.\d) 倍）"))),
     ("notebooks/6_11b_overlap.md", "GPU 1 枚あたり片方向 {} GB/s の出口", (hw("chip('H100 SXM').nvlink_oneway / 1e9"),)),
     ("docs/workshop.md", "公表値の {} GB/s を使う", (V5E_HBM,)),
 ]
