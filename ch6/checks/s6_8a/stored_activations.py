@@ -114,7 +114,7 @@ def max_before_increment(table) -> list[int]:
     return out
 
 
-def _before_first_backward(table) -> list[int]:
+def before_first_backward(table) -> list[int]:
     """最初の B までの F の数（まとめて流す順番では最大にならない）。"""
     out = []
     for row in table:
@@ -154,26 +154,20 @@ def check_peak_activations(fn):
     got, want = gots[k], wants[k]
     s = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
     said = f"{whats[k]}: ステージ {s} の最大が {want[s]} になるはずが {got[s]} でした。"
-    if same_as(_forward_counts):
-        raise Fail(said + "順伝播の数を数えていますが、B m が済んだ活性値は捨てるので 1 減らします。")
-    if same_as(lambda table: [max(peak_stored(table))] * n):
-        raise Fail(said + "全ステージで同じ最大値を返していますが、ステージごとに別々に数えます。")
-    if same_as(_final_counts):
-        raise Fail(said + "表の最後に持っている数を返していますが、返すのは途中の最大です。")
-    if same_as(_busy_counts):
-        raise Fail(said + "空きでないマスを数えていますが、F で 1 増え、B で 1 減ります。")
-    if same_as(_one_digit):
-        raise Fail(said + "番号を 1 文字だけ読むと、2 桁の F10 が F1 と同じ番号になります。")
-    if same_as(lambda table: [n - i for i in range(n)]):
-        raise Fail(said + "1F1B の S − s を返していますが、表は 1F1B とは限らないので、行を左から読んで数えます。")
-    if same_as(lambda table: [w - 1 for w in peak_stored(table)]):
-        raise Fail(said + "どのステージも 1 少ないので、F のティックで 1 増やした後の数も最大に入れます。")
-    if same_as(_before_first_backward):
-        raise Fail(said + "最初の B までの F を数えていますが、最大はその後に来ることがあります。")
-    if same_as(_rows_joined):
-        raise Fail(said + "行をつないで前のステージの残りを持ち越しているので、ステージごとに 0 から数え直します。")
-    if same_as(_along_columns):
-        raise Fail(said + "列（ティック）の向きに数えているので、1 行を 1 ステージとして行ごとに左から数えます。")
-    if same_as(max_before_increment):
-        raise Fail(said + "F で 1 増やす前に最大をとっているので、F のティックで保存した活性値も最大に入れます。")
+    mistakes = (  # 名前を言う誤り: (その誤りの答え, その文)。すべての表で同じ答えになるときだけ言う
+        (_forward_counts, "順伝播の数を数えていますが、B m が済んだ活性値は捨てるので 1 減らします。"),
+        (lambda table: [max(peak_stored(table))] * n, "全ステージで同じ最大値を返していますが、ステージごとに別々に数えます。"),
+        (_final_counts, "表の最後に持っている数を返していますが、返すのは途中の最大です。"),
+        (_busy_counts, "空きでないマスを数えていますが、F で 1 増え、B で 1 減ります。"),
+        (_one_digit, "番号を 1 文字だけ読むと、2 桁の F10 が F1 と同じ番号になります。"),
+        (lambda table: [n - i for i in range(n)], "1F1B の S − s を返していますが、表は 1F1B とは限らないので、行を左から読んで数えます。"),
+        (lambda table: [w - 1 for w in peak_stored(table)], "どのステージも 1 少ないので、F のティックで 1 増やした後の数も最大に入れます。"),
+        (before_first_backward, "最初の B までの F を数えていますが、最大はその後に来ることがあります。"),
+        (_rows_joined, "行をつないで前のステージの残りを持ち越しているので、ステージごとに 0 から数え直します。"),
+        (_along_columns, "列（ティック）の向きに数えているので、1 行を 1 ステージとして行ごとに左から数えます。"),
+        (max_before_increment, "F で 1 増やす前に最大をとっているので、F のティックで保存した活性値も最大に入れます。"),
+    )
+    for rule, why in mistakes:
+        if same_as(rule):
+            raise Fail(said + why)
     raise Fail(said + "行を左から読み、F で 1 増やして最大を更新し、B で 1 減らします。")

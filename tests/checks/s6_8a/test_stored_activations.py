@@ -3,10 +3,11 @@ import numpy as np
 
 from ch6 import Status
 from ch6.checks.s6_8a.common import peak_stored
-from ch6.checks.s6_8a.stored_activations import max_before_increment
+from ch6.checks.s6_8a.stored_activations import before_first_backward, max_before_increment
 from tests.checkhelp import boom, expect, not_done
 
-# 正しい数え方（peak_stored）と名前を言う誤り（max_before_increment）はチェックのものを使い、写さない
+# 正しい数え方（peak_stored）と名前を言う誤り（max_before_increment、before_first_backward）はチェックのものを使い、写さない
+# （最初の B までの F の数は、GPipe・1F1B では最大と同じ）
 
 
 def with_numpy(schedule):
@@ -86,18 +87,6 @@ def test_final_count_busy_cells_and_one_less_are_named():
     expect("6.8a-2", final_count, Status.FAIL, "表の最後に持っている数")
     expect("6.8a-2", busy_cells, Status.FAIL, "空きでないマス")
     expect("6.8a-2", one_less, Status.FAIL, "1 少ない", "1 増やした後")
-
-
-def before_first_backward(schedule):  # 最初の B までの F の数: GPipe・1F1B では最大と同じ
-    out = []
-    for row in schedule:
-        count = 0
-        for e in row:
-            if e.startswith("B"):
-                break
-            count += e.startswith("F")
-        out.append(count)
-    return out
 
 
 def test_hidden_tables_are_not_all_built_like_the_lesson():
