@@ -22,11 +22,15 @@ def collective_choices(counts: dict[str, int]) -> set[str]:
     return out
 
 
-def _measured(n: int, correct: set[str], rule: str) -> tuple[set[str], str]:
-    """デバイス 1 個では通信が起きないので、2 個以上での規則で採点する（そう明記する）。"""
+def grade_compiled(fn, truth, rule: str, why: dict[str, str], explain: str):
+    """いまのデバイスでコンパイルして確かめた正解（truth(n)）で採点する。デバイス 1 個では通信が起きないので、
+    2 個以上での規則 rule で採点する（そう明記する）。"""
+    n = n_devices()
     if n == 1:
-        return {rule}, "（デバイスが 1 個では通信が起きず実測できないため、2 個以上での規則で採点しました）"
-    return correct, f"（いまのデバイス {n} 個でコンパイルして確かめました）"
+        correct, note = {rule}, "（デバイスが 1 個では通信が起きず実測できないため、2 個以上での規則で採点しました）"
+    else:
+        correct, note = set(truth(n)), f"（いまのデバイス {n} 個でコンパイルして確かめました）"
+    return grade(fn, correct, why, explain + note + "。")
 
 
 @functools.cache
@@ -53,16 +57,14 @@ def q8_truth(n: int) -> frozenset:
 
 @exercise("6.5-8", "q8")
 def check_q8(fn):
-    n = n_devices()
-    correct, note = _measured(n, set(q8_truth(n)), "b")
     why = {
         "a": "縮約する軸（x8 の列、w8 の行）が分割されているので、各デバイスの積は部分和で、足し合わせる通信が要ります。",
         "b": "縮約する軸がどう分割されているかを見直しましょう。",
         "c": "各デバイスは既に同じ形 (8, 16) の部分和を持っているので、集める（all-gather）のではなく足し合わせる必要があります。",
         "d": "all-to-all は分割する軸を入れ替える（転置のような）通信で、部分和を足し合わせることはしません。",
     }
-    return grade(fn, correct, why, "縮約する軸が分割されていると各デバイスの積は部分和になり、all-reduce で合計されます"
-                  + note + "。")
+    return grade_compiled(fn, q8_truth, "b", why,
+                          "縮約する軸が分割されていると各デバイスの積は部分和になり、all-reduce で合計されます")
 
 
 # 6.5-9 -------------------------------------------------------------------------------
@@ -75,16 +77,14 @@ def q9_truth(n: int) -> frozenset:
 
 @exercise("6.5-9", "q9")
 def check_q9(fn):
-    n = n_devices()
-    correct, note = _measured(n, set(q9_truth(n)), "c")
     why = {
         "a": "w9 は列で分割されていて各デバイスには一部の列しかないので、P('data', None) の出力を作るには足りない列を集める通信が要ります。",
         "b": "縮約する軸（x9 の列、w9 の行）は分割されていないので、足し合わせる部分和（all-reduce）は生まれません。",
         "c": "各デバイスが持っているもの、足りないものを書き出してみましょう。",
         "d": "all-to-all は分割する軸を入れ替える通信で、ここで必要なのは足りない w9 の列を全デバイスに配ることです。",
     }
-    return grade(fn, correct, why, "各デバイスは x9 の行のシャードを持ち、列で分割された w9 を all-gather で集めてから掛けます"
-                  + note + "。")
+    return grade_compiled(fn, q9_truth, "c", why,
+                          "各デバイスは x9 の行のシャードを持ち、列で分割された w9 を all-gather で集めてから掛けます")
 
 
 # 6.5-10 ------------------------------------------------------------------------------
