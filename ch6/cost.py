@@ -21,7 +21,7 @@ from typing import Literal, NamedTuple, Protocol
 BF16 = 2  # bf16 の 1 要素のバイト
 
 #: 学習の 1 ステップの FLOP（6·トークン·P）と、そのうち逆伝播の FLOP（4·トークン·P）の比。
-#: ブックのしきい値は逆伝播だけを勾配の通信と比べ、講座のステップ全体の形はステップ全体を比べる。
+#: ブックのしきい値は逆伝播だけを勾配の通信と比べ、講座のステップ全体の式はステップ全体を比べる。
 WHOLE_STEP_FACTOR = 6 / 4
 
 #: ブロックごとの再計算（各層の入力だけを保存）で、学習の FLOP が 6ND から約 8ND になる比（ブック第 4 章）。
@@ -145,8 +145,8 @@ def dp_critical_batch(chip: _Chip, axes: int = 1, form: Literal["book", "step"] 
 
     ``"book"``（ブック第 5 章）: all-reduce が裏に隠れられる逆伝播の FLOP 4·b·P と比べる:
     4·b·P / C = 4P / W から b* = C / W。
-    ``"step"``（講座のステップ全体の形）: ステップ全体の FLOP 6·b·P と比べる: b* = (4/6)·C / W、
-    ブックの形の 1/``WHOLE_STEP_FACTOR``（1/1.5）。
+    ``"step"``（講座のステップ全体の式）: ステップ全体の FLOP 6·b·P と比べる: b* = (4/6)·C / W、
+    ブックの式の 1/``WHOLE_STEP_FACTOR``（1/1.5）。
     FSDP（ZeRO-3）も同じ b*: 増える順伝播の all-gather は順伝播の計算の裏に隠れる。"""
     book = chip.flops / _bw(chip, axes)
     if form == "book":

@@ -55,7 +55,7 @@ GPU の行
     from ch6.hardware import CHIPS, chip
     v5p = chip("TPU v5p")
     v5p.ridge                 # リッジポイント（FLOP/バイト）
-    v5p.flops / v5p.axis_bw   # データ並列のしきい値（1 チップのトークン数、ブックの形。ch6.cost を参照）
+    v5p.flops / v5p.axis_bw   # データ並列のしきい値（1 チップのトークン数、ブックの式。ch6.cost を参照）
     book_chip("TPU v5e").ridge  # ブックが数値例に使った入力の行（240）。データシートの行は 241
 """
 from __future__ import annotations

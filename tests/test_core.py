@@ -52,9 +52,21 @@ def test_check_records_results(capsys):
         before = len(ch6.RESULTS)
         ch6.check("0.0-ok", lambda x: 2 * x)
         assert len(ch6.RESULTS) == before + 1 and ch6.RESULTS[-1].ok
-        assert capsys.readouterr().out.startswith("✅ 正解 [0.0-ok]")
+        assert capsys.readouterr().out.strip() == "✅ 正解 [0.0-ok] answer: 2 を渡すと 4 が返りました。"  # 「正解です。」を重ねない
     finally:
         ch6.registry().pop("0.0-ok")
+
+
+def test_a_pass_without_detail_is_the_title_alone():
+    @exercise("0.0-bare", "answer")
+    def bare(fn):
+        return None
+
+    try:
+        r = run_check("0.0-bare", lambda x: x)
+        assert r.status == "pass" and r.message == "answer", r.message
+    finally:
+        ch6.registry().pop("0.0-bare")
 
 
 def test_fail_is_an_exception_with_message():

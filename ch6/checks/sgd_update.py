@@ -44,9 +44,9 @@ def update_mistake(params, got, grads, lr: float, *, device_grads=None, rtol: fl
     """
     g, p, new = as_vector(grads), as_vector(params), as_vector(got)
     if is_close(new, g, rtol=rtol, atol=atol):
-        return "戻り値の 'w' と 'b' が勾配と一致し、更新したパラメータではありません。params - lr * grads を返しましょう。"
+        return "戻り値の 'w' と 'b' が勾配と一致し、更新したパラメータではありません。params - lr * grads を返してください。"
     if is_close(new, p, rtol=rtol, atol=atol):
-        return "パラメータが更新されずにそのまま返りました。params - lr * grads を返しましょう。"
+        return "パラメータが更新されずにそのまま返りました。params - lr * grads を返してください。"
     if is_close(new, p + lr * g, rtol=rtol, atol=atol):
         return "更新が params + lr * grads で、符号が逆です。損失を下げる向きは勾配の逆なので params - lr * grads です。"
     if device_grads is not None and len(device_grads) > 1:
@@ -55,5 +55,5 @@ def update_mistake(params, got, grads, lr: float, *, device_grads=None, rtol: fl
             return "勾配を lax.pmax（要素ごとの最大）でまとめています。全データの勾配は、デバイスの勾配の和（psum）から作ります。"
     c = fitted_rate(params, got, grads)
     if c is not None and not np.isclose(c, lr, rtol=1e-3):
-        return f"学習率は引数 lr の {lr:g} のはずが、更新は学習率 {c:.3g} 相当でした。引数の lr を使いましょう。"
+        return f"学習率は引数 lr の {lr:g} のはずが、更新は学習率 {c:.3g} 相当でした。引数の lr を使ってください。"
     return None

@@ -13,7 +13,7 @@ def _pair_3(spy: Spy, d: int):
     """隠し pair_fn（コサイン距離）: x (d,)、y (d,) -> スカラー。"""
     import jax.numpy as jnp
 
-    hint = "vmap を 3 段重ね、組・組の中の点・Y の点を回しましょう。"
+    hint = "vmap を 3 段重ね、組・組の中の点・Y の点を回してください。"
 
     def pair_fn(x, y):
         spy.calls += 1

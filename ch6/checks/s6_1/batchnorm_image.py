@@ -54,7 +54,7 @@ def check_batchnorm_image(fn):
         mean_of_vars = x64.var((1, 2)).mean(0)  # 画像ごとの（画像の平均のまわりの）分散の平均
         if np.allclose(g, (x64 - mean) / np.sqrt(mean_of_vars + EPS), rtol=1e-3, atol=1e-3):
             raise Fail("画像ごとの分散の平均なので、画像ごとの平均のずれの分が抜けています。"
-                       "バッチ全体の平均のまわりで (x - 平均) ** 2 を取り、pmean で平均しましょう。")
+                       "バッチ全体の平均のまわりで (x - 平均) ** 2 を取り、pmean で平均してください。")
         if np.allclose(g, (x64 - mean) / (np.sqrt(((x64 - mean) ** 2).mean((0, 1, 2))) + EPS), rtol=1e-3, atol=1e-3):
             raise Fail("eps を sqrt の外で足しているので、分散 ≈ 1e-6 のチャネルで値が違います。分母は sqrt(分散 + eps) です。")
         summed = x64.mean((1, 2)).sum(0)  # pmean の代わりに psum: 平均が画像の枚数倍
@@ -64,7 +64,7 @@ def check_batchnorm_image(fn):
                        "lax.pmean を使うか、psum の結果を枚数で割ります。")
         per_pixel = (xs - xs.mean(0)) / np.sqrt(xs.var(0) + EPS)
         if np.allclose(g, per_pixel, rtol=1e-3, atol=1e-3):
-            raise Fail("画素ごとにバッチの統計を取っています。チャネルごとに H と W の軸もまとめて平均しましょう。")
+            raise Fail("画素ごとにバッチの統計を取っています。チャネルごとに H と W の軸もまとめて平均してください。")
     expect_close(got, want, "vmap(batchnorm_image, axis_name='batch')(xs) の結果", rtol=1e-3, atol=1e-4,
                  )
     big_eps = 0.5

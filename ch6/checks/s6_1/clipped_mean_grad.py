@@ -61,7 +61,7 @@ def check_clipped_mean_grad(fn):
     want = clipped_mean(per, max_norm)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
     if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
-        raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。クリップした勾配を、最後にサンプルについて平均しましょう。")
+        raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。クリップした勾配を、最後にサンプルについて平均してください。")
     got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
     want_small = clipped_mean(per, small)
     if not (tree_close(got, want) and tree_close(got_small, want_small)):

@@ -50,7 +50,7 @@ def sizes_fail(exc: LearnerError, hint) -> None:
 def expect_used(fn_name: str, spy: Spy) -> None:
     if spy.calls == 0:
         raise Fail(f"チェックが渡した別の {fn_name} が一度も呼ばれていません。"
-                   f"例の式を写さず、引数の {fn_name} を vmap で包んで使いましょう。")
+                   f"例の式を写さず、引数の {fn_name} を vmap で包んで使ってください。")
 
 
 def tree_close(got, want) -> bool:

@@ -15,14 +15,14 @@ def exercise_rng(tag: int) -> np.random.Generator:
 def whole_number(x, what: str) -> int:
     """学習者が返した値を整数に（bool・None・小数・文字列なら、何が返ったかを言って不合格）。"""
     if isinstance(x, (bool, np.bool_)) or x is None:
-        raise Fail(f"{what}は整数のはずが、{type(x).__name__} が返りました。int で返しましょう。")
+        raise Fail(f"{what}は整数のはずが、{type(x).__name__} が返りました。int で返してください。")
     if isinstance(x, (int, np.integer)):
         return int(x)
     if isinstance(x, (float, np.floating)) and np.isfinite(x):
         if float(x) != int(x):
             raise Fail(f"{what}は整数のはずが、小数 {float(x):.4g} が返りました。切り捨てや切り上げを忘れていませんか。")
-        raise Fail(f"{what}は int のはずが、float の {float(x):.4g} が返りました。int(...) で整数にしましょう。")
-    raise Fail(f"{what}は整数のはずが、{type(x).__name__} が返りました。int で返しましょう。")
+        raise Fail(f"{what}は int のはずが、float の {float(x):.4g} が返りました。int(...) で整数にしてください。")
+    raise Fail(f"{what}は整数のはずが、{type(x).__name__} が返りました。int で返してください。")
 
 
 def kv_bytes_per_seq(model: dict, seq_len: int, bytes_per_value: float, *, kv_factor: int = 2,

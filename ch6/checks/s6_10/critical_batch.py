@@ -26,7 +26,7 @@ SMALL = (1e9, 2, 1000.0, 128, 1e12, 4e12)
 # 止まらないループ（差が 0 以下かを先に調べない）は、ここで打ち切ってそう言う（ノートブックが止まらないように）
 LIMIT_S = 30.0
 LATE = (f"隠しの組の 1 つで、{LIMIT_S:.0f} 秒たっても返りませんでした。1 行の計算の時間が 1 行の KV を読む時間以下の組は"
-        "B をいくら増やしても計算律速にならないので、ループの前にそれを調べて None を返します。")
+        " B をいくら増やしても計算律速にならないので、ループの前にそれを調べて None を返します。")
 
 
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
@@ -82,7 +82,7 @@ def check_decode_critical_batch(fn):
         (dict(with_kv=False), "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
                               "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
         (dict(with_kv=False, weight=2), "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"
-                                        "KV キャッシュの読み込みを入れて、2·B·N / flops と比べます。"),
+                                        " KV キャッシュの読み込みを入れて、2·B·N / flops と比べます。"),
         (dict(weight=1), "重みのバイトを N（パラメータの数）のまま数えています。1 値が w バイトなので、"
                          "メモリの時間の重みの項は w·N / hbm_bw です。"),
     ]
@@ -96,7 +96,7 @@ def check_decode_critical_batch(fn):
                    "バッチを増やしても追いつかないので None を返します。")
     if cases[k] == EXACT and got[k] == want[k] + 1:
         raise Fail(f"B = {want[k]} で計算の時間とメモリの時間がちょうど等しい組で、{got[k]} を返しています。等しいときは"
-                   f"計算律速とみなす約束（>=）なので、答えは {want[k]} です（int(x) + 1 ではなく math.ceil(x)）。")
+                   f"計算律速とみなす決まり（>=）なので、答えは {want[k]} です（int(x) + 1 ではなく math.ceil(x)）。")
     if cases[k] == LARGE and (got[k] is None or got[k] < want[k] - 1):
         raise Fail(f"答えの大きい組（B = {want[k]:,}）で {got[k]!r} が返りました。B を小さい順に上限つきで試すと"
                    "届かないので、式を B について解くか、上限を設けずに探します。")
@@ -109,7 +109,7 @@ def check_decode_critical_batch(fn):
         raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、切り上げ（math.ceil）"
                    "です（int() の切り捨てや round() では 1 つ足りない組があります）。")
     raise Fail(f"隠しの組の 1 つで、最小のバッチは {want[k]} のはずが {got[k]} でした。"
-               "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解きましょう。")
+               "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解いてください。")
 
 
 def _check_tie(fn) -> None:

@@ -47,18 +47,30 @@ def _inputs():
 
 _GATHER = ("all_gather で値を集めています。キャッシュはヘッドで分割したまま使い、各デバイスの部分和（wo を掛けた後）を "
            "lax.psum で 1 回だけ足します。")
+# 部分和そのものを集めてから足す答え（値は合う）: 原因は「psum の代わりに all_gather + 和」
+_GATHER_SUM = ("各デバイスの部分和（wo を掛けた後）を all_gather で集めてから足しています。値は同じですが、"
+               "集めると n 倍のバイトを送ります。lax.psum で 1 回だけ足してください。")
 
 
-def _gathers(fn, mesh, specs, args) -> bool:
-    """out_specs の検査を外してトレースし直し、all_gather があるか（トレースできなければ False）。"""
+def _gather_message(eqns, out_shape) -> str:
+    """all_gather が集めているのが出力と同じ形の部分和なら _GATHER_SUM、キャッシュや q なら _GATHER。"""
+    for e in eqns:
+        if e.primitive.name == "all_gather" and tuple(e.invars[0].aval.shape) == tuple(out_shape):
+            return _GATHER_SUM
+    return _GATHER
+
+
+def _gathers(fn, mesh, specs, args, out_shape) -> str | None:
+    """out_specs の検査を外してトレースし直し、all_gather があればその誤りの言葉（なければ、トレースできなければ None）。"""
     import jax
     from jax.sharding import PartitionSpec as P
 
     try:
         loose = jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False)
-        return "all_gather" in [e.primitive.name for e in traced_eqns(loose, *args)]
+        eqns = traced_eqns(loose, *args)
     except Exception:
-        return False
+        return None
+    return _gather_message(eqns, out_shape) if any(e.primitive.name == "all_gather" for e in eqns) else None
 
 
 @exercise("6.10-3", "decode_attention_tp")
@@ -82,20 +94,24 @@ def check_decode_attention_tp(fn):
         if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
             raise Fail(f"集団通信に渡した軸の名前がメッシュにありません。メッシュの軸名は '{AXIS}' です。") from None
         if "out_specs" in msg or "vma" in msg.lower():
-            if _gathers(fn, mesh, specs, args):
-                raise Fail(_GATHER) from None
+            gathered = _gathers(fn, mesh, specs, args, (q.shape[0], wo.shape[-1]))
+            if gathered:
+                raise Fail(gathered) from None
             raise Fail("戻り値がデバイスごとに違うまま（varying）です。各デバイスの値は受け持つヘッドの部分和なので、"
                        f"wo を掛けた後に lax.psum(…, '{AXIS}') で足します。") from None
         raise
     shape = tuple(getattr(got, "shape", ())) if hasattr(got, "shape") else None
     want = _reference(q, k, v, pos, wo)
+    if shape is not None and len(shape) == 3 and shape[0] == want.shape[0] and shape[2] == q.shape[2]:
+        raise Fail(f"戻り値の形が (バッチ, ヘッド, ヘッドの次元) = {shape} で、wo を掛けていません。"
+                   f"ヘッドとヘッドの次元を wo で d_model に射影して、(バッチ, d_model) = {want.shape} を返してください。")
     if shape != want.shape:
         raise Fail(f"戻り値は (バッチ, d_model) = {want.shape} のはずが、{shape if shape is not None else type(got).__name__}"
-                   " でした。アテンションの出力に wo を掛けて d_model に戻します。")
+                   " でした。アテンションの出力に wo を掛けて d_model に戻してください。")
     eqns = traced_eqns(g, *args)
     names = [e.primitive.name for e in eqns]
     if "all_gather" in names:
-        raise Fail(_GATHER)
+        raise Fail(_gather_message(eqns, want.shape))
     psums = sum(nm in PSUM_NAMES for nm in names)
     if psums == 0:
         raise Fail("lax.psum がありません。各デバイスの値は受け持つヘッドの部分和なので、"
@@ -103,13 +119,14 @@ def check_decode_attention_tp(fn):
     got = np.asarray(got, dtype=np.float64)
     if np.allclose(got, want, rtol=1e-4, atol=1e-5):
         if psums > 1:
-            raise Fail(f"値は合っていますが、psum が {psums} 回あります。1 トークンの通信は wo を掛けた後の 1 回で足ります。")
+            raise Fail(f"値は合っていますが、psum が {psums} 回あります。足した結果をもう一度足して割るか、途中の値も足しています。"
+                       "1 トークンの通信は、wo を掛けた後の部分和を足す 1 回で足ります。")
         one = cannot_tell("psum と pmean のように部分和の足し方の違い") if n == 1 else ""
         return (f"{n} デバイスでヘッド {q.shape[1]}（KV ヘッド {k.shape[2]}）を分割したアテンションが、"
                 f"1 デバイスの値と一致し、通信は psum 1 回でした。{one}")
     if n > 1 and np.allclose(got * n, want, rtol=1e-4, atol=1e-5):
         raise Fail(f"出力が 1 デバイスの値のちょうど 1/{n}（{n} デバイスの平均）でした。各デバイスの値は受け持つヘッドの"
-                   "部分和なので、lax.pmean ではなく lax.psum で足します。")
+                   "部分和なので、lax.pmean ではなく lax.psum で足してください。")
     variants = [
         (dict(group="tile"), "クエリのヘッドと KV ヘッドの対応が違います。ヘッド h が使うのは KV ヘッド h // G"
                              "（G = ヘッド ÷ KV ヘッド、jnp.repeat の並び）で、h % KV ヘッドではありません。"),
@@ -124,4 +141,4 @@ def check_decode_attention_tp(fn):
             raise Fail(text)
     err = float(np.abs(got - want).max())
     raise Fail(f"アテンションの出力が 1 デバイスの値と合わず、最大の差は {err:.3g} でした。"
-               "スコア、マスク、ソフトマックス、wo の射影の順に確かめましょう。")
+               "スコア、マスク、ソフトマックス、wo の射影の順に確かめてください。")

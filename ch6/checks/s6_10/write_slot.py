@@ -34,7 +34,7 @@ def _explain(exc: BaseException) -> str | None:
     static_slice = isinstance(exc, IndexError) and "static" in str(exc)
     if static_slice or "Concretization" in name or "TracerIntegerConversion" in name or "TracerBool" in name:
         return (f"slot か length がトレースされた値なので、Python のスライス [:length] や int(slot) で {name} が"
-                "起きました。lax.dynamic_update_slice と、位置 < length のマスク（jnp.where）で書きましょう。")
+                "起きました。lax.dynamic_update_slice と、位置 < length のマスク（jnp.where）で書いてください。")
     return None
 
 
@@ -61,7 +61,7 @@ def _row_mistake(row, old, new, slot: int, length: int) -> str:
         return (f"位置 {length - 1}（プロンプトの最後のトークン）の K/V が 0 のままです（1 つ少ない）。"
                 "位置 0..length − 1 を書くので、マスクは位置 < length です。")
     return (f"スロット {slot} の位置 0..{length - 1} が kv_new[:, :{length}] と一致しません。"
-            "書き込む軸（層, スロット, 位置, …）の順を確かめましょう。")
+            "書き込む軸（層, スロット, 位置, …）の順を確かめてください。")
 
 
 @exercise("6.10-4", "make_write_slot")

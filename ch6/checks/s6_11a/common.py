@@ -45,6 +45,6 @@ def pair_of_numbers(result, what: str, names: str) -> tuple[float, float]:
             raise Fail(f"{what}の {names} は数のはずが、{type(x).__name__} が入っていました。")
         value = float(x)
         if not np.isfinite(value):
-            raise Fail(f"{what}に NaN か inf が入っていました。0 で割っていないか確かめましょう。")
+            raise Fail(f"{what}に NaN か inf が入っていました。0 で割っていないか確かめてください。")
         out.append(value)
     return out[0], out[1]

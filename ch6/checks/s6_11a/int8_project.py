@@ -110,5 +110,5 @@ def check_int8_project(fn):
                        "縮約の結果に scale を掛けた後、.astype(x.dtype) で戻します。")
         if k == 0:
             _structure(fn, x, q)
-    return ("隠しの 3 通り（bf16 と float32、系列の長さと出力チャネルの数が等しい組を含む）で値と dtype が合い、"
-            "jaxpr にスケールを重みに掛ける演算も float32 の重みもありませんでした。")
+    return ("隠しの 3 通り（bf16 と float32、系列の長さと出力チャネルの数が等しい組を含む）で値と dtype が合いました。"
+            "jaxpr には、スケールを重みに掛ける演算も float32 の重みもありません。")

@@ -148,4 +148,4 @@ def check_exposed_allreduce(fn):
         raise Fail(f"{todo[i][0]}: 見える通信が負の {got[i] * 1e3:.4g} ms でした。最後のバケットは逆伝播の終わりにそろうので、"
                    "最後の all-reduce はその後に終わり、答えは 0 より大きくなります。")
     raise Fail(f"{todo[i][0]}: 見える通信は {want[i] * 1e3:.4g} ms のはずが {got[i] * 1e3:.4g} ms でした。"
-               "バケットのまとめ方と、各 all-reduce の始まり（そろう時刻と前の終わりの遅いほう）を確かめましょう。")
+               "バケットのまとめ方と、各 all-reduce の始まり（そろう時刻と前の終わりの遅いほう）を確かめてください。")

@@ -130,4 +130,4 @@ def check_max_hidden_ways(fn):
         raise Fail(f"{label}: 並列数は 1 以上のはずが {got[i]} でした。1 デバイスなら送らないので、答えは 1 以上です。")
     if got[i] > todo[i][3]:
         raise Fail(f"{label}: 上限 n_max = {todo[i][3]} を超える {got[i]} 並列を返しています。答えは 1 から n_max の中から選びます。")
-    raise Fail(f"{label}: 答えは {want[i]} 並列のはずが {got[i]} でした。帯域と 1 値のバイト、n で割る位置を確かめましょう。")
+    raise Fail(f"{label}: 答えは {want[i]} 並列のはずが {got[i]} でした。帯域と 1 値のバイト、n で割る位置を確かめてください。")

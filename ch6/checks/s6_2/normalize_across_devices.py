@@ -22,7 +22,7 @@ def check_normalize(fn):
             raise Fail("各デバイスの中だけで合計が 1 になっています。全デバイスの合計は lax.psum(x.sum(), axis_name) で求めます。")
         if is_close(got, xs / xs.sum(axis=0, keepdims=True)):
             raise Fail("ベクトル x をそのまま psum したので、列ごとに合計が 1 になっています（psum は形を保ちます）。"
-                       "先にデバイスの中で jnp.sum(x) してから psum しましょう。")
+                       "先にデバイスの中で jnp.sum(x) してから psum してください。")
         if n > 1 and is_close(got, xs / xs.sum(axis=1).max()):
             raise Fail("全デバイスの合計ではなく、デバイスごとの合計の最大（lax.pmax）で割っています。"
                        "全要素の合計は lax.psum(jnp.sum(x), axis_name) で求めます。")
@@ -31,6 +31,6 @@ def check_normalize(fn):
         expect_close(got, want, f"xs の形 {(n, k)} での結果")
     prims = primitives(fn, xs)
     if not prims & PSUM_NAMES:
-        raise Fail("値は合っていますが、jaxpr にデバイス間の psum がありません。pmap の中で lax.psum を使いましょう。")
+        raise Fail("値は合っていますが、jaxpr にデバイス間の psum がありません。pmap の中で lax.psum を使ってください。")
     one = cannot_tell("lax.pmean で割る誤りと、デバイスの中だけで割る誤り") if n == 1 else ""
     return f"形 ({n}, {ks[0]}) と ({n}, {ks[1]}) で一致し、psum を使っています{one}。"

@@ -52,7 +52,7 @@ def _named(xs, shifts, results) -> str | None:
         return (f"shift={s} でデバイス {empty[0]} に何も届かず、0 のままでした。"
                 "perm には、すべてのデバイスを送信元として 1 回ずつ入れます。")
     if s % n and is_close(got, xs):
-        return f"shift={s} で値が動いていません。lax.ppermute の perm で送信先を指定しましょう（{_order(n, s)}）。"
+        return f"shift={s} で値が動いていません。lax.ppermute の perm で送信先を指定してください（{_order(n, s)}）。"
     return None
 
 
@@ -78,7 +78,7 @@ def check_ring_shift(fn):
     if "ppermute" not in prims:
         how = "all_gather ですべて集めると通信が n 倍になります" if "all_gather" in prims else \
             "jnp.roll はデバイスの中の並べ替えで、送受信ではありません"
-        raise Fail(f"値は合っていますが、jaxpr に ppermute がありません（{how}）。pmap の中で lax.ppermute を使いましょう。")
+        raise Fail(f"値は合っていますが、jaxpr に ppermute がありません（{how}）。pmap の中で lax.ppermute を使ってください。")
     note = (cannot_tell("どの shift でも行が動かず、送る向きと shift の使い方") if n == 1 else
             cannot_tell("右回りと左回りが同じ環になり、送る向きの誤り") if n == 2 else "")
     return f"{n} デバイスの環で shift={shifts} が一致し、ppermute で送っています{note}。"

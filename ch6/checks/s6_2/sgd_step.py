@@ -82,16 +82,16 @@ def _references(params, xs, ys, masks):
     mean_of_means = {k: np.mean([g[k] for g in per_device], axis=0) for k in ("w", "b")}
     wrong = [
         (_scaled(_grads_np(params, x, y, np.ones_like(m)), 1 / m.size),
-         "mask が使われていないので、パディングの行まで損失に入っています。各行の損失に mask を掛けてから足しましょう。"),
+         "mask が使われていないので、パディングの行まで損失に入っています。各行の損失に mask を掛けてから足してください。"),
         (_scaled(_grads_np(params, x, y, m), 1 / m.size),
          f"すべての行の数（{groups} × {PER}）で割っています。割るのは有効な件数の合計 lax.psum(jnp.sum(mask), axis_name) です。"),
         (_scaled(_grads_np(params, x, y, m), 1.0),
-         "勾配が有効な件数の合計で割られていません。psum した勾配を lax.psum(jnp.sum(mask), axis_name) で割りましょう。"),
+         "勾配が有効な件数の合計で割られていません。psum した勾配を lax.psum(jnp.sum(mask), axis_name) で割ってください。"),
     ]
     if groups > 1 and not np.allclose(as_vector(mean_of_means), as_vector(right), rtol=1e-4, atol=1e-5):
         wrong.append((mean_of_means,
                       "デバイスごとの平均を pmean したので、件数の少ないデバイスのサンプルが重くなっています。"
-                      "勾配の和と件数の和を lax.psum で集めてから割りましょう。"))
+                      "勾配の和と件数の和を lax.psum で集めてから割ってください。"))
     return right, per_device, wrong
 
 
@@ -103,7 +103,7 @@ def _named_mistake(params, got, xs, ys, masks, lr) -> str | None:
     for rate in {lr, NOTEBOOK_LR}:
         if np.allclose(as_vector(got), as_vector(step_with(params, squared, rate)), rtol=1e-4, atol=1e-5):
             return ("演習のノートブックの squared_errors と同じ更新なので、チェックが渡した loss_fn が使われていません。"
-                    "引数の loss_fn を使いましょう。")
+                    "引数の loss_fn を使ってください。")
     for grads, why in wrong:
         if np.allclose(as_vector(got), as_vector(step_with(params, grads, lr)), rtol=1e-4, atol=1e-5):
             return why
@@ -133,7 +133,7 @@ def _call_pmap(fn, params, xs, ys, masks):
         if name is None:
             raise
         raise Fail(f"集団通信に軸の名前 '{name}' が直接書かれていて、チェックが渡す軸の名前と合いません。"
-                   "lax.psum(…, axis_name) のように引数を使いましょう。") from None
+                   "lax.psum(…, axis_name) のように引数を使ってください。") from None
 
 
 def _expect_update(params, got, xs, ys, masks, what):
@@ -149,7 +149,7 @@ def _expect_update(params, got, xs, ys, masks, what):
             raise Fail(f"{what} で、勾配の和をそのデバイスの有効な件数で割っています。"
                        "割るのは全デバイスの件数の和 lax.psum(jnp.sum(mask), axis_name) です。")
         raise Fail(f"{what} で、デバイスごとに違うパラメータになったので、勾配がデバイスの間でまとめられていません。"
-                   "勾配の和と有効な件数の和を lax.psum で集めましょう。")
+                   "勾配の和と有効な件数の和を lax.psum で集めてください。")
     one = {"w": w[0], "b": b[0]}
     why = _named_mistake(params, one, xs, ys, masks, HIDDEN_LR)
     if why:
@@ -180,5 +180,5 @@ def check_sgd_step(fn):
     if not prims & PSUM_NAMES:
         extra = "all_gather で全データを集めるより、" if "all_gather" in prims else ""
         raise Fail(f"jaxpr にデバイス間の和（psum）が見つかりません。{extra}"
-                   "勾配の和と有効な件数の和は lax.psum(…, axis_name) で集めましょう。")
+                   "勾配の和と有効な件数の和は lax.psum(…, axis_name) で集めてください。")
     return f"{n} デバイス、有効な件数 {_counts(n)}、別の損失と軸の名前で一致し、psum でまとめています。"

@@ -30,7 +30,7 @@ def check_attention_scores(fn):
         except LearnerError as err:
             if type(err.exc).__name__ == "ShardingTypeError" and "ambiguous" in str(err.exc):
                 raise Fail("縮約軸 D が 'model' で分割されているので、まだ ShardingTypeError が出ます。"
-                           "einsum（または matmul）の out_sharding で出力のシャーディングを指定しましょう。") from None
+                           "einsum（または matmul）の out_sharding で出力のシャーディングを指定してください。") from None
             raise
         expect_close(out, want, "attention_scores(q, k) の結果", rtol=1e-4, atol=1e-4)
         spec = norm_spec(jax.typeof(out).sharding.spec)
@@ -41,8 +41,8 @@ def check_attention_scores(fn):
         counts = call(comm_counts, f, qs, ks)
     if counts.get("all-gather") or set(counts) - {"all-reduce"}:
         raise Fail(f"結果は正しいのですが、余分な通信があります（{collectives_line(counts)}）。"
-                   "q や k を集め直さず、out_sharding で部分和の all-reduce だけにしましょう。")
+                   "q や k を集め直さず、out_sharding で部分和の all-reduce だけにしてください。")
     if m == 1:
-        return ("出力の型は P('data', None, None) です（model 軸の長さが 1 なので通信が現れず、q や k を集め直す誤りは"
+        return ("出力の型は P('data', None, None) です（model 軸の大きさが 1 なので通信が現れず、q や k を集め直す誤りは"
                 "この環境では確かめられません）。")
     return f"出力の型は P('data', None, None)、通信は {collectives_line(counts)} だけです。"

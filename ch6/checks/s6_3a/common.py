@@ -69,7 +69,7 @@ def as_pair(got, names: tuple[str, ...]):
     """タプルでもリストでも受け取る（どの演習でも同じ規則）。長さが違えば不正解。"""
     if not isinstance(got, (tuple, list)) or len(got) != len(names):
         what = f"長さ {len(got)} の {type(got).__name__}" if isinstance(got, (tuple, list)) else type(got).__name__
-        raise Fail(f"戻り値は ({', '.join(names)}) の {len(names)} つ組のはずが、{what} でした。タプルかリストで返しましょう。")
+        raise Fail(f"戻り値は ({', '.join(names)}) の {len(names)} つ組のはずが、{what} でした。タプルかリストで返してください。")
     return tuple(got)
 
 
@@ -88,7 +88,7 @@ def placed_spec(arr, what: str, mesh, hint: str) -> tuple:
         same_shape = dict(sharding.mesh.shape) == dict(mesh.shape)
         why = "（形は同じですが、デバイスの並びが違います）" if same_shape else ""
         raise Fail(f"{what} が、引数の mesh とは別のメッシュ（{mine}）に配置されています{why}。"
-                   "メッシュを作らず、渡された mesh を使いましょう。")
+                   "メッシュを作らず、渡された mesh を使ってください。")
     return norm_spec(sharding.spec)
 
 

@@ -58,9 +58,9 @@ def check_no_comm(fn):
     sx, sw, so = (norm_spec(s) for s in specs)
     swapped = wrong_order(sx, sw, so)
     if swapped:
-        raise Fail(f"spec の順番が違います（{swapped} とすれば条件を満たします）。(x_spec, w_spec, out_spec) の順に返しましょう。")
+        raise Fail(f"spec の順番が違います（{swapped} とすれば条件を満たします）。(x_spec, w_spec, out_spec) の順に返してください。")
     if "data" not in sw:
-        raise Fail(f"w_spec = {show_spec(sw, 2)} では大きな w が全デバイスに複製されます。w のどれかの軸を 'data' で分割しましょう。")
+        raise Fail(f"w_spec = {show_spec(sw, 2)} では大きな w が全デバイスに複製されます。w のどれかの軸を 'data' で分割してください。")
     n = n_devices()
     mesh = mesh_1d_auto()
     rng = exercise_rng(3)
@@ -82,5 +82,5 @@ def check_no_comm(fn):
         return "spec の規則では通信なしです（HLO で確かめるにはデバイスが 2 個以上要ります）。"
     if counts:
         raise Fail(f"コンパイル済み HLO に通信が入りました（{collectives_line(counts)}）。"
-                   f"{why or '縮約軸と出力の spec を見直しましょう'}。")
+                   f"{why or '縮約軸と出力の spec を見直してください'}。")
     return f"x {show_spec(sx, 2)}、w {show_spec(sw, 2)}、出力 {show_spec(so, 2)} で、HLO は{collectives_line(counts)}です。"

@@ -21,7 +21,7 @@ def check_place_tokens(fn):
     got = as_pair(call(fn, tokens.copy(), mask.copy(), mesh), ("tokens", "mask"))
     gt, gm = got
     if getattr(gt, "shape", None) == mask.shape and getattr(gm, "shape", None) == tokens.shape:
-        raise Fail("mask と tokens の順に返っています。(tokens, mask) の順に返しましょう。")
+        raise Fail("mask と tokens の順に返っています。(tokens, mask) の順に返してください。")
     hint = "jax.device_put(tokens, NamedSharding(mesh, P(...))) で、渡された mesh に配置します。"
     st = placed_spec(gt, "tokens", mesh, hint)
     sm = placed_spec(gm, "mask", mesh, hint)
@@ -38,7 +38,7 @@ def check_place_tokens(fn):
     where_t = {s.device.id: tuple(s.index[:2]) for s in gt.addressable_shards}
     where_m = {s.device.id: tuple(s.index[:2]) for s in gm.addressable_shards}
     if where_t != where_m:
-        raise Fail("tokens と mask で、同じデバイスが持つ (B, T) の範囲が違います。同じ spec で配置しましょう。")
+        raise Fail("tokens と mask で、同じデバイスが持つ (B, T) の範囲が違います。同じ spec で配置してください。")
     per = gt.addressable_shards[0].data.shape
     one = "（デバイスが 1 個なので、メッシュを作り直す誤りはこの環境では確かめられません）" if d * m == 1 else ""
     return f"tokens {tokens.shape} を data={d} × model={m} に {per} ずつ、mask も同じ範囲で配置しました{one}。"

@@ -75,13 +75,13 @@ def check_predict(fn):
     got = {(k.strip().upper() if isinstance(k, str) else k): v for k, v in got.items()}
     missing = [k for k in ANSWER if k not in got]
     if missing:
-        raise Fail(f"ケース {', '.join(missing)} の予想がありません。A から E まですべて答えましょう。")
+        raise Fail(f"ケース {', '.join(missing)} の予想がありません。A から E まですべて答えてください。")
     names = {k: _norm_name(got[k]) for k in ANSWER}
     bad = [k for k, v in names.items() if v not in VALID]
     if bad:
         k = bad[0]
         raise Fail(f"ケース {k} の答え {raw_text(got[k])} は通信の名前ではありません。"
-                   f"{' / '.join(repr(v) for v in VALID)} から選びましょう。")
+                   f"{' / '.join(repr(v) for v in VALID)} から選んでください。")
     n = n_devices()
     # 2 デバイス以上なら、答えはこのデバイス数で実際にコンパイルした HLO（1 デバイスでは通信が現れないので規則の表）
     # パッケージ（ch6.checks.s6_3a）の名前を通して呼ぶ: s6_3a.compiled_answers を差し替えれば、それに従う

@@ -92,7 +92,7 @@ def check_shard_gated_mlp(fn):
     if norm_spec(typ.sharding.spec) != ("data",):
         raise Fail(f"gated_mlp の出力の型が P('data', None) になりません（{typ}）。")
     if m == 1:
-        return "隠れ層の軸を 'model' で分割しました（model 軸の長さが 1 なので、通信もメモリの削減も現れません）。"
+        return "隠れ層の軸を 'model' で分割しました（model 軸の大きさが 1 なので、通信もメモリの削減も現れません）。"
     if counts != {"all-reduce": 1}:
         raise Fail(f"gated_mlp の通信は all-reduce ×1 だけのはずが、{collectives_line(counts)} でした。")
     return f"隠れ層の軸を持つパラメータは 1 デバイスあたり 1/{m} のメモリ、順伝播の通信は all-reduce ×1 だけです。"

@@ -69,11 +69,11 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = "", loose=
             if loose is not None and _uses_gather(loose, args):
                 raise Fail("all_gather の結果もデバイスごとに違う値として扱われるので、out_specs=P()（全デバイスで同じ値）の"
                            f"出力に check_vma がエラーを出しました。{replicated_hint}") from None
-            raise Fail("out_specs=P() は「全デバイスで同じ値」の約束なのに、出力がデバイスごとに違う値のままなので、"
+            raise Fail("out_specs=P() は「全デバイスで同じ値」という指定なのに、出力がデバイスごとに違う値のままなので、"
                        f"check_vma がエラーにしました。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:
             raise Fail("shard_map の in_specs が、渡された配列の分割と合っていません。"
-                       f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書きましょう。'}") from None
+                       f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書いてください。'}") from None
         if "shard_map in_specs" in msg and "list" in msg and "tuple" in msg:
             raise Fail("in_specs がリスト [...] なので、shard_map が受け付けません。引数の並びと同じ形のタプル（P(...), P(...)）で書きます。") from None
         if "out_specs" in msg and "too long" in msg:
@@ -146,11 +146,11 @@ def expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
     counts = [jaxpr_size(*make_call(s)) for s in sizes]
     if counts[0] != counts[1]:
         raise Fail(f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
-                   "行を Python のループで処理しています。ブロック全体を一度に計算しましょう。")
+                   "行を Python のループで処理しています。ブロック全体を一度に計算してください。")
     prims = jaxpr_primitives(*make_call(sizes[1]))
     if prims & LOOPS:
         raise Fail(f"jaxpr に {', '.join(sorted(prims & LOOPS))} があるので、行を 1 つずつ回しています。"
-                   "ブロック全体を一度に計算しましょう。")
+                   "ブロック全体を一度に計算してください。")
 
 
 def forbid(prims: set[str], names: set[str], message: str) -> None:

@@ -49,7 +49,7 @@ def check_masked_mean(fn):
     specs = (P(AXIS, None), P(AXIS))
     g = wrap(fn, mesh, specs, P())
     args = (put(mesh, x, specs[0]), put(mesh, mask, specs[1]))
-    got = run_learner(g, *args, replicated_hint="有効な行の和と個数を、どちらも lax.psum で全デバイス分にしましょう。",
+    got = run_learner(g, *args, replicated_hint="有効な行の和と個数を、どちらも lax.psum で全デバイス分にしてください。",
                       loose=wrap(fn, mesh, specs, P(), check_vma=False))
 
     want = (x * mask[:, None]).sum(0) / mask.sum()
@@ -57,7 +57,7 @@ def check_masked_mean(fn):
     local = [(x[b] * mask[b, None]).sum(0) / mask[b].sum() for b in blocks]
     expect_shape(got, want.shape, "masked_mean の結果", "列ごとの平均 (k,) を返します。")
     if n > 1 and is_close(got, np.mean(local, 0)) and not is_close(got, want):
-        raise Fail("有効な行の数がデバイスごとに違うのに、デバイスごとの平均をさらに平均しています。和と個数をそれぞれ psum してから割りましょう。")
+        raise Fail("有効な行の数がデバイスごとに違うのに、デバイスごとの平均をさらに平均しています。和と個数をそれぞれ psum してから割ってください。")
     if is_close(got, (x * mask[:, None]).sum(0) / len(mask)) and not is_close(got, want):
         raise Fail(f"有効な行の和を、すべての行の数 {len(mask)} で割っています。割るのは mask の和（有効な行の数）の psum です。")
     if is_close(got, x.mean(0)) and not is_close(got, want):
@@ -68,7 +68,7 @@ def check_masked_mean(fn):
     prims = jaxpr_primitives(g, *args)
     forbid(prims, GATHER, "all_gather でデータを集めています。局所的な和と個数だけを psum すれば、データ本体は送らずに済みます。")
     if not prims & PSUM_NAMES:
-        raise Fail("jaxpr に psum がありません。局所的な和と個数を lax.psum(…, 'x') で足しましょう。")
+        raise Fail("jaxpr に psum がありません。局所的な和と個数を lax.psum(…, 'x') で足してください。")
 
     def make(r):
         xr, mr = _mean_data(exercise_rng(11), n, r, k)

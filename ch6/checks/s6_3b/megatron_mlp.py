@@ -63,7 +63,7 @@ def check_megatron_mlp(fn):
     need_callable(fn)
     g = jax.jit(lambda *a: fn(*a, mesh))
     args = tuple(put(mesh, a, s) for a, s in zip(data, specs))
-    got = run_learner(g, *args, replicated_hint="部分積を lax.psum(…, 'x') で足し合わせてから返しましょう。",
+    got = run_learner(g, *args, replicated_hint="部分積を lax.psum(…, 'x') で足し合わせてから返してください。",
                loose=without_vma_check(lambda *a: fn(*a, mesh)),
                spec_hint="x と b2 は P()、w1 は P(None, 'x')、b1 は P('x')、w2 は P('x', None) で渡しています。")
 
@@ -75,9 +75,9 @@ def check_megatron_mlp(fn):
     expect_shape(got, want.shape, "megatron_mlp(x, w1, b1, w2, b2, mesh) の結果")
     cols = slice(0, h_per)
     if n > 1 and (is_close(got, _relu(pre[:, cols]) @ w2[cols] + b2) or is_close(got, _relu(pre[:, cols]) @ w2[cols])):
-        raise Fail("デバイス 0 の部分積だけが返っているので、部分積が足し合わされていません。lax.psum で全デバイス分足しましょう。")
+        raise Fail("デバイス 0 の部分積だけが返っているので、部分積が足し合わされていません。lax.psum で全デバイス分足してください。")
     if n > 1 and is_close(got, _relu(pre) @ w2 + n * b2):
-        raise Fail(f"psum の前に b2 を足したので、b2 が {n} 回足されています。b2 は psum の後で 1 回だけ足しましょう。")
+        raise Fail(f"psum の前に b2 を足したので、b2 が {n} 回足されています。b2 は psum の後で 1 回だけ足してください。")
     if is_close(got, _relu(pre) @ w2) and not is_close(got, want):
         raise Fail("バイアス b2 が足されていません。")
     if is_close(got, _relu(x @ w1) @ w2 + b2) and not is_close(got, want):
@@ -90,11 +90,11 @@ def check_megatron_mlp(fn):
                  )
     sharding = getattr(got, "sharding", None)
     if sharding is not None and not sharding.is_fully_replicated:
-        raise Fail(f"結果の spec が {getattr(sharding, 'spec', sharding)} で、全デバイスに複製されていません。out_specs=P() で返しましょう。")
+        raise Fail(f"結果の spec が {getattr(sharding, 'spec', sharding)} で、全デバイスに複製されていません。out_specs=P() で返してください。")
 
     prims = jaxpr_primitives(g, *args)
     if "shard_map" not in prims:
-        raise Fail("jaxpr に shard_map がありません。jax.shard_map の中で部分積を作って psum しましょう。")
+        raise Fail("jaxpr に shard_map がありません。jax.shard_map の中で部分積を作って psum してください。")
     forbid(prims, GATHER, "all_gather で重みか入力を集めています。列で分割した w1 と行で分割した w2 なら、部分積の psum だけで済みます。")
     if not prims & PSUM_NAMES:
         raise Fail("jaxpr に psum がありません。部分積は lax.psum(…, 'x') で足し合わせます。")

@@ -67,12 +67,12 @@ def check_ring_all_gather(fn):
         owners = [next((k for k, b in enumerate(blocks) if is_close(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
             raise Fail(f"デバイス {d} の結果はブロックの並び順が違い、先頭から持ち主 {owners} の順です。"
-                       "右隣へ送るリングでは k 回目のシャードの持ち主は (番号 - k) % n なので、その位置に書き込みましょう。")
+                       "右隣へ送るリングでは k 回目のシャードの持ち主は (番号 - k) % n なので、その位置に書き込んでください。")
         expect_close(got[d], x, f"デバイス {d} の結果",
                      )
 
     prims = jaxpr_primitives(g, xs)
-    forbid(prims, GATHER, "all_gather を使っています。ppermute で隣から受け取る手順を n - 1 回繰り返しましょう。")
+    forbid(prims, GATHER, "all_gather を使っています。ppermute で隣から受け取る手順を n - 1 回繰り返してください。")
     used = sorted(prims & (PSUM_NAMES | SCATTER | ALL_TO_ALL | MAXMIN))
     if used:
         raise Fail(f"ppermute 以外の集団通信（{', '.join(used)}）を使っています。リング all-gather は ppermute だけで作ります。")
@@ -82,10 +82,10 @@ def check_ring_all_gather(fn):
     rounds = sum(name in PERMUTE for name in sends)
     if n > 1 and not set(sends) & LOOPS and rounds > n - 1:
         raise Fail(f"{n} デバイスのリングは {n - 1} 回の送受信でそろうのに、ppermute を {rounds} 回使っています。"
-                   "余分な回はすでにあるシャードを送るだけなので、range(1, n) で回しましょう。")
+                   "余分な回はすでにあるシャードを送るだけなので、range(1, n) で回してください。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
-        raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立てましょう。")
+        raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。ppermute だけで組み立ててください。")
     small = _expect_axis_size(fn, n, r, c, rng)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけです" if n > 1 else "ppermute だけで組み立てています"
     if small is None:
@@ -130,5 +130,5 @@ def _expect_axis_size(fn, n, r, c, rng) -> tuple[int, int] | None:
         right = False
     if not right:
         raise Fail(f"x 軸 {a}・y 軸 {b} のメッシュでは全体がそろわないので、リングの大きさにデバイスの数 {n} が"
-                   "使われているようです。lax.axis_size('x') を使いましょう。")
+                   "使われているようです。lax.axis_size('x') を使ってください。")
     return a, b

@@ -55,9 +55,9 @@ def check_rs_matmul_bias(fn):
     expect_shape(got, want.shape, "rs_matmul_bias の結果（全体）",
                  f"各デバイスは ({rows}, {f_per}) の列のシャードを返します。")
     if n > 1 and is_close(got, x @ w + n * b):
-        raise Fail(f"通信の前の部分積に b を足したので、バイアスが {n} 回足されています。b は通信の後で足しましょう。")
+        raise Fail(f"通信の前の部分積に b を足したので、バイアスが {n} 回足されています。b は通信の後で足してください。")
     if n > 1 and is_close(got, x @ w + np.tile(b[:f_per], n)):
-        raise Fail("どのデバイスも b の先頭の部分を足しています。そのデバイスの列の部分を lax.axis_index('x') から切り出しましょう。")
+        raise Fail("どのデバイスも b の先頭の部分を足しています。そのデバイスの列の部分を lax.axis_index('x') から切り出してください。")
     if is_close(got, x @ w) and not is_close(got, want):
         raise Fail("バイアス b が足されていません。")
     expect_close(got, want, "rs_matmul_bias の結果", rtol=1e-4, atol=1e-4,
@@ -65,14 +65,14 @@ def check_rs_matmul_bias(fn):
 
     prims = jaxpr_primitives(g, *args)
     forbid(prims, GATHER, "all_gather を使っています。何も集めずに、部分積の reduce-scatter だけで作れます。")
-    forbid(prims, PSUM_NAMES, "psum で全体を足してから切り出したので、通信量が reduce-scatter の倍ほどです。lax.psum_scatter を使いましょう。")
+    forbid(prims, PSUM_NAMES, "psum で全体を足してから切り出したので、通信量が reduce-scatter の倍ほどです。lax.psum_scatter を使ってください。")
     if not prims & SCATTER:
         raise Fail("jaxpr に reduce_scatter がありません。部分積は lax.psum_scatter(…, 'x', tiled=True) で足して配ります。")
     counts = collectives_of(g, *args) if n > 1 else {}
     extra = sorted(set(counts) & {"all-gather", "all-reduce", "all-to-all"})
     if extra:
         raise Fail(f"コンパイル結果に {', '.join(extra)} があります（{collectives_line(counts)}）。"
-                   "通信は reduce-scatter 1 回だけにしましょう。")
+                   "通信は reduce-scatter 1 回だけにしてください。")
     detail = f"HLO の集団通信は {collectives_line(counts)}" if counts else "jaxpr の集団通信は reduce_scatter だけ"
     one = cannot_tell("b の切り出し方と足す回数の誤り") if n == 1 else ""
     sep = " " if detail[-1].isascii() else ""

@@ -77,7 +77,7 @@ def check_sharded_softmax(fn):
     expect_shape(got, want.shape, "sharded_softmax の結果（全体）", "各デバイスは受け取ったシャードと同じ形を返します。")
     g_np = np.asarray(got, np.float64)
     if not np.all(np.isfinite(g_np)):
-        raise Fail("入力が 100 前後なので exp があふれ、NaN か inf が出ました。先に全体の最大値（lax.pmax(…, 'x')）を引きましょう。")
+        raise Fail("入力が 100 前後なので exp があふれ、NaN か inf が出ました。先に全体の最大値（lax.pmax(…, 'x')）を引いてください。")
     blocks = [slice(j * f, (j + 1) * f) for j in range(n)]
     local = np.concatenate([_softmax(x[:, b]) for b in blocks], axis=1)
     if n > 1 and is_close(g_np, local):
@@ -85,7 +85,7 @@ def check_sharded_softmax(fn):
     if n > 1:
         shifted = np.concatenate([np.exp(x[:, b] - x[:, b].max(1, keepdims=True)) for b in blocks], axis=1)
         if is_close(g_np, shifted / shifted.sum(1, keepdims=True)):
-            raise Fail("引いている最大値がデバイスごとに違います。lax.pmax(…, 'x') で全体の最大値にそろえましょう。")
+            raise Fail("引いている最大値がデバイスごとに違います。lax.pmax(…, 'x') で全体の最大値にそろえてください。")
     if is_close(g_np, _softmax(x, axis=0)):
         raise Fail("列ごと（axis=0）に正規化しているので、各列の和が 1 です。softmax は行ごとに、"
                    "最大値も exp の和も axis=1 で取ります。")
@@ -97,7 +97,7 @@ def check_sharded_softmax(fn):
     gw = np.asarray(run_learner(g, put(mesh, xw, P(None, AXIS))), np.float64)
     if not np.all(np.isfinite(gw)):
         raise Fail("行に 1 か所だけ 300 前後の値がある入力で NaN か inf が出たので、m が行全体の本当の最大値ではありません。"
-                   "m は lax.pmax(…, 'x') で作りましょう。")
+                   "m は lax.pmax(…, 'x') で作ってください。")
     expect_close(gw, _softmax(xw), "値の幅が広い隠し入力での結果", rtol=1e-4, atol=1e-6,
                  hint="m は行全体の最大値（lax.pmax）にします。")
 
@@ -107,7 +107,7 @@ def check_sharded_softmax(fn):
     if not np.all(np.isfinite(go)) or not is_close(go, _softmax(xo)):
         if not np.all(np.isfinite(go)):
             raise Fail("行ごとに高さの違う入力で NaN か inf が出たので、全行をまとめた最大値を引いて低い行が 0 / 0 です。"
-                       "最大値は行ごとに（axis=1）取りましょう。")
+                       "最大値は行ごとに（axis=1）取ってください。")
         expect_close(go, _softmax(xo), "行ごとに高さの違う隠し入力での結果", rtol=1e-4, atol=1e-6,
                      hint="最大値は行ごとに（axis=1）取り、lax.pmax で全デバイスにそろえます。")
 
@@ -117,14 +117,14 @@ def check_sharded_softmax(fn):
             gathered_sizes(g, xs), rows,
             "all_gather で特徴そのものを集めています。最大値と和だけを pmax / psum すれば、特徴は送らずに済みます。",
             "最大値か和を all_gather で集めています。最大値は lax.pmax、和は lax.psum で 1 回で全デバイスにそろいます。"))
-    forbid(prims, ALL_TO_ALL, "all_to_all でデータを並べ替えています。統計量だけを pmax / psum しましょう。")
+    forbid(prims, ALL_TO_ALL, "all_to_all でデータを並べ替えています。統計量だけを pmax / psum してください。")
     if not prims & PSUM_NAMES:
         raise Fail("jaxpr に psum がありません。分母（exp の和）は lax.psum(…, 'x') で足します。")
     if not prims & MAXMIN:
         raise Fail("jaxpr に pmax がありません。行全体の最大値は lax.pmax(…, 'x') で作ります。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
-        raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。統計量だけを集めましょう。")
+        raise Fail(f"コンパイル結果に all-gather が {counts['all-gather']} 個あります。統計量だけを集めてください。")
 
     def make(r):
         xr = f32(100.0 + 6.0 * exercise_rng(14).normal(size=(r, n * f)))

@@ -33,5 +33,5 @@ def shard_map_axes(eqns) -> list[tuple[str, ...]]:
 def pair(out, what: str):
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         got = f"長さ {len(out)} の {type(out).__name__}" if isinstance(out, (tuple, list)) else type(out).__name__
-        raise Fail(f"{what}の 2 つ組のはずが、{got} でした。タプルかリストで返しましょう。")
+        raise Fail(f"{what}の 2 つ組のはずが、{got} でした。タプルかリストで返してください。")
     return out

@@ -59,7 +59,7 @@ def _run_step(step, placed, what):
                        "全データの平均損失は lax.pmean で求めます。") from None
         if "out_specs which require replication" in text:
             raise Fail(f"{what}の呼び出しで、out_specs=P() で返す値が、型の上でまだデバイスごとに違う値（varying）です。"
-                       "lax.pmean(…, ('host', 'local')) で 2 つの軸の両方で平均しましょう。") from None
+                       "lax.pmean(…, ('host', 'local')) で 2 つの軸の両方で平均してください。") from None
         m = re.search(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg", text)
         if m:
             raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が x・y のシャーディング {m.group(2)} と合いません。"
@@ -110,7 +110,7 @@ def _check_step_output(out, p0, x, y, n, d, what):
     if getattr(loss, "shape", None) != ():
         shape = getattr(loss, "shape", None)
         raise Fail(f"loss はスカラー（形 ()）のはずが、{tuple(shape) if shape is not None else type(loss).__name__} でした。"
-                   "lax.pmean で平均し、out_specs=P() で返しましょう。")
+                   "lax.pmean で平均し、out_specs=P() で返してください。")
     want, want_loss = _logistic_np(p0, x, y, HIDDEN_LR)
     plain, plain_loss = _logistic_np(p0, x, y, HIDDEN_LR, l2=0.0)
     if is_close(loss, plain_loss) or is_close(w, plain["w"]):
@@ -126,7 +126,7 @@ def _check_step_output(out, p0, x, y, n, d, what):
                  )
     if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
         raise Fail(f"P() のパラメータの勾配は shard_map が自動で psum するので、その後の pmean では更新が {n} 倍大きすぎます。"
-                   "損失を pmean してから grad しましょう。")
+                   "損失を pmean してから grad してください。")
     _, grads = _logistic_grads_np(p0, x, y)
     device_grads = [_logistic_grads_np(p0, x[i * per:(i + 1) * per], y[i * per:(i + 1) * per])[1] for i in range(n)]
     why = update_mistake(p0, {"w": w, "b": b}, grads, HIDDEN_LR, device_grads=device_grads)
@@ -159,7 +159,7 @@ def check_migrated_step(fn):
 
     step = call(fn, mesh, loss_fn, HIDDEN_LR)
     if not callable(step):
-        raise Fail(f"make_migrated_step の戻り値はステップ関数のはずが、{type(step).__name__} でした。jit した関数を返しましょう。")
+        raise Fail(f"make_migrated_step の戻り値はステップ関数のはずが、{type(step).__name__} でした。jit した関数を返してください。")
     p0, x, y, placed = _step_data(rng, mesh, n, per, d)
     _check_step_output(_run_step(step, placed, "1 回目"), p0, x, y, n, d, "1 回目")
     first = traces[0]
@@ -170,7 +170,7 @@ def check_migrated_step(fn):
     again = traces[0] - first
     if again:
         raise Fail("同じ形の入力でステップが 2 回目もトレースされたので、jit がないか、呼ぶたびに jit を作り直しています。"
-                   "jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作りましょう。")
+                   "jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作ってください。")
 
     meshes = shard_map_axes(learner_eqns(step, *placed))
     if not any(set(AXES) <= set(m) for m in meshes):
@@ -178,7 +178,7 @@ def check_migrated_step(fn):
                    "この演習では jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します。")
     colls = call(count_collectives, jax.jit(step), *placed)
     if colls.get("all-gather", 0):
-        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、損失（または勾配）だけを pmean しましょう。")
+        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、損失（または勾配）だけを pmean してください。")
     found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
     shape = "×".join(str(v) for v in mesh.shape.values())
     # 1 個では集団通信がなく、pmean・psum・平均なしが同じ値になる

@@ -81,11 +81,11 @@ def check_standardize_smap(fn):
         if n > 1 and is_close(z, ref["local"], rtol=1e-3, atol=1e-4):
             raise Fail("z を各デバイスの中だけの平均と分散で標準化しています。分散も lax.pmean で全デバイスの平均にします。")
         if is_close(z, ref["no_eps"], rtol=1e-3, atol=1e-4):
-            raise Fail("z の分母に eps が入っていません。jnp.sqrt(var + eps) で割りましょう。")
+            raise Fail("z の分母に eps が入っていません。jnp.sqrt(var + eps) で割ってください。")
         if n > 1 and is_close(z, ref["local_var"], rtol=1e-3, atol=1e-4):
             raise Fail("平均は全デバイスのものですが、分散が各デバイスの中だけの平均です。分散も lax.pmean で全デバイスの平均にします。")
         if n > 1 and is_close(z, ref["mean_of_local_var"], rtol=1e-3, atol=1e-4):
-            raise Fail("分散が、各デバイスの中の平均からのずれで計算されています。全体の mean からのずれの 2 乗を pmean しましょう。")
+            raise Fail("分散が、各デバイスの中の平均からのずれで計算されています。全体の mean からのずれの 2 乗を pmean してください。")
         expect_close(z, want_z, "z（1 つ目の戻り値）", rtol=1e-3, atol=1e-4,
                      )
 
@@ -93,19 +93,19 @@ def check_standardize_smap(fn):
             z.sharding.is_equivalent_to(NamedSharding(mesh, P(MESH_AXIS)), 2)
         if not z_ok:
             got = getattr(getattr(z, "sharding", None), "spec", type(z).__name__)
-            raise Fail(f"z のシャーディングが {got} で、行が軸 'data' で分割されていません。smap の out_axes=0 で返しましょう。")
+            raise Fail(f"z のシャーディングが {got} で、行が軸 'data' で分割されていません。smap の out_axes=0 で返してください。")
         m_ok = isinstance(getattr(mean, "sharding", None), jax.sharding.Sharding) and \
             mean.sharding.is_equivalent_to(NamedSharding(mesh, P()), 1)
         if not m_ok:
             got = getattr(getattr(mean, "sharding", None), "spec", type(mean).__name__)
-            raise Fail(f"mean のシャーディングが {got} で、全デバイスに複製されていません。smap の out_axes=None で返しましょう。")
+            raise Fail(f"mean のシャーディングが {got} で、全デバイスに複製されていません。smap の out_axes=None で返してください。")
 
         eqns = learner_eqns(lambda a: fn(a, HIDDEN_EPS), xg)
     prims = {e.primitive.name for e in eqns}
     if not any(MESH_AXIS in m for m in shard_map_axes(eqns)):
-        raise Fail("値は合っていますが、jaxpr に軸 'data' の shard_map がありません。pmap の本体を jax.smap で移しましょう。")
+        raise Fail("値は合っていますが、jaxpr に軸 'data' の shard_map がありません。pmap の本体を jax.smap で移してください。")
     if prims & {"all_gather", "all_gather_invariant"}:  # all_gather(…, to="invarying") は all_gather_invariant
-        raise Fail("jaxpr に all_gather があります。データも統計量も集めずに、列ごとの平均と分散を lax.pmean で平均しましょう。")
+        raise Fail("jaxpr に all_gather があります。データも統計量も集めずに、列ごとの平均と分散を lax.pmean で平均してください。")
     if not prims & PSUM_NAMES:
         raise Fail("jaxpr にデバイス間の平均（pmean）がありません。lax.pmean で全デバイスの統計量を求めます。")
     # 1 個では pmean・psum・平均なしが同じ値で、out_axes=0 の mean も形 (d,) の 1 つのシャード

@@ -17,7 +17,7 @@ def _loss1_factory(d: int):
         shape = tuple(getattr(x, "shape", ()))
         if len(shape) != 1:
             raise Fail(f"sample_loss の x は 1 サンプルの形 ({d},) のはずが、形 {shape} で渡されました。"
-                       "vmap で包み、in_axes でバッチの軸を指定しましょう。")
+                       "vmap で包み、in_axes でバッチの軸を指定してください。")
         if shape != (d,):
             raise Fail(f"sample_loss の x は形 ({d},) のはずが、形 {shape} で渡されました。"
                        "xs は (特徴, バッチ) の並びなので、バッチは 1 軸目です。")
@@ -82,17 +82,17 @@ def check_batched_loss(fn):
                 raise Fail(f"in_axes で ys（形 ({b},)）の 1 軸目をバッチにしようとしましたが、ys には 0 軸しかありません。"
                            "ys の in_axes は 0 です。") from None
             raise Fail("in_axes=1 がすべての引数に効き、params の葉までバッチにしようとしています。"
-                       "引数ごとに in_axes を指定しましょう（共通の params は None）。") from None
+                       "引数ごとに in_axes を指定してください（共通の params は None）。") from None
         if "inconsistent sizes" in text:
             raise Fail(f"vmap でバッチにする軸の長さがそろいません。xs は (特徴 {d}, バッチ {b}) の並びで、バッチは 1 軸目です。") from None
         raise
     shape = shape_of(got)
     if shape == (b,):
-        raise Fail(f"スカラーの平均のはずが、形 ({b},) のサンプルごとの損失でした。最後に jnp.mean で平均しましょう。")
+        raise Fail(f"スカラーの平均のはずが、形 ({b},) のサンプルごとの損失でした。最後に jnp.mean で平均してください。")
     if shape == () and matches(got, per_example.sum(), rtol=1e-4, atol=1e-4):
-        raise Fail(f"平均 {want:.4g} のはずが、合計 {float(np.asarray(got)):.4g} でした。jnp.sum ではなく jnp.mean を使いましょう。")
+        raise Fail(f"平均 {want:.4g} のはずが、合計 {float(np.asarray(got)):.4g} でした。jnp.sum ではなく jnp.mean を使ってください。")
     if shape == (1,):
-        raise Fail("スカラー（形 ()）のはずが、形 (1,) の配列でした。keepdims=True や reshape を外しましょう。")
+        raise Fail("スカラー（形 ()）のはずが、形 (1,) の配列でした。keepdims=True や reshape を外してください。")
     if shape == () and not matches(got, want):
         why = _named_mistake(float(np.asarray(got)), params, xs, ys)
         if why:

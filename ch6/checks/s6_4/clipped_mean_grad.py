@@ -19,7 +19,7 @@ def _loss2(params, example):
     x, y = example["x"], example["y"]
     if getattr(x, "ndim", 1) != 1:
         raise Fail(f"sample_loss に形 {tuple(x.shape)} の x（バッチのまま）が渡されました。"
-                   "sample_loss は 1 サンプル用です: jax.vmap(jax.grad(sample_loss), in_axes=(None, 0)) で包みましょう。")
+                   "sample_loss は 1 サンプル用です: jax.vmap(jax.grad(sample_loss), in_axes=(None, 0)) で包んでください。")
     t = jnp.tanh(params["enc"]["W"] @ x + params["enc"]["b"])
     return jnp.sum((params["out"] * t - y) ** 2)
 
@@ -111,7 +111,7 @@ def check_clipped_mean_grad(fn):
 
     structure = jax.tree.structure(params)
     if jax.tree.structure(got) != structure:
-        raise Fail("戻り値の pytree の構造が params と違います。勾配は params と同じ入れ子の辞書で返しましょう。")
+        raise Fail("戻り値の pytree の構造が params と違います。勾配は params と同じ入れ子の辞書で返してください。")
     names = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params)]
     for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(params)):
         for lead, what in ((b, "サンプルごと"), (num_users, "利用者ごと")):
@@ -142,19 +142,19 @@ def check_clipped_mean_grad(fn):
         sizes.append(jaxpr_size(lambda batch, users, u=u: fn(_loss2, params, batch, users, u, max_norm), data, uu))
     if sizes[0] != sizes[1]:
         raise Fail(f"利用者の数を 3 から 6 にすると jaxpr の式の数が {sizes[0]} から {sizes[1]} に増えたので、利用者を Python のループで"
-                   "回しています。jax.ops.segment_sum で一度にまとめましょう。")
+                   "回しています。jax.ops.segment_sum で一度にまとめてください。")
     b2 = batch(2 * b)
     u2 = _users(rng, 2 * b, num_users)
     size_b = jaxpr_size(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), b2, u2)
     size_a = jaxpr_size(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), data, users)
     if size_a != size_b:
         raise Fail(f"サンプル数を {b} から {2 * b} にすると jaxpr の式の数が {size_a} から {size_b} に増えました。"
-                   "サンプルごとの勾配は vmap(grad(...)) で一度に求めましょう。")
+                   "サンプルごとの勾配は vmap(grad(...)) で一度に求めてください。")
     loops = jaxpr_primitives(lambda batch, users: fn(_loss2, params, batch, users, num_users, max_norm), data, users) \
         & {"scan", "while"}
     if loops:
         raise Fail(f"jaxpr に {', '.join(sorted(loops))} があるので、1 件ずつ（または 1 人ずつ）回しています。"
-                   "vmap と segment_sum で一度にまとめましょう。")
+                   "vmap と segment_sum で一度にまとめてください。")
     n_clipped = int((norms > max_norm).sum())
     return f"{b} サンプル・利用者 {num_users} 人（{n_clipped} 人をクリップ）と別の割り当てで一致し、jaxpr も大きさに依存しません。"
 

@@ -37,11 +37,11 @@ def _expect_replicated(tree, n, what):
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
         name = jax.tree_util.keystr(path)
         if not isinstance(leaf, jax.Array):
-            raise Fail(f"{what}{name} が {type(leaf).__name__} で、jax.Array ではありません。jit した関数の出力をそのまま返しましょう。")
+            raise Fail(f"{what}{name} が {type(leaf).__name__} で、jax.Array ではありません。jit した関数の出力をそのまま返してください。")
         sh = leaf.sharding
         if len(sh.device_set) != n:
             raise Fail(f"{what}{name} は {n} デバイスすべてに複製のはずが、{len(sh.device_set)} デバイスにしかありません。"
-                       "1 つのデバイスに集めないようにしましょう。")
+                       "1 つのデバイスに集めないようにしてください。")
         if not sh.is_fully_replicated:
             raise Fail(f"{what}{name} が分割されています（{_describe_sharding(leaf)}）。データ並列ではパラメータは複製（P()）のままです。")
 
@@ -81,7 +81,7 @@ def _expect_step_output(out, params_def, state_def):
         return
     if tuple(roles) == ("params", "opt_state", "loss()"):
         raise Fail(f"3 つ目は各ステップの損失を並べた形 ({K_STEPS},) のはずが、形 () のスカラーでした。"
-                   "lax.scan の 2 つ目の戻り値に各ステップの loss を出しましょう。")
+                   "lax.scan の 2 つ目の戻り値に各ステップの loss を出してください。")
     got = "(" + ", ".join(roles) + ")"
     if sorted(roles) == sorted(_STEP_OUT):
         raise Fail(f"学習ステップの戻り値の順番は (params, opt_state, losses) のはずが、{got} でした。")
@@ -156,44 +156,44 @@ def check_dp_train_step(fn):
             _expect_step_output(out, params_def, state_def)
             p, s, loss = out
             _expect_replicated(p, n, "出力パラメータ ")
-            _expect_replicated(s, n, "オプティマイザの状態 ")
+            _expect_replicated(s, n, "最適化器の状態 ")
             losses.extend(float(v) for v in np.asarray(loss))
         now[0] = -1  # 構造を見るためのトレース（下の数え方には入れない）
         scans = _scan_lengths(step, p, s, *batches[0])
         calls[:] = [c for c in calls if c[0] >= 0]
 
     if not calls:
-        raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めましょう。")
+        raise Fail("loss_fn が一度も呼ばれていません。jax.value_and_grad(loss_fn) で損失と勾配を求めてください。")
     first = sum(1 for i, _, _ in calls if i == 1)
     if K_STEPS > 2 and first >= K_STEPS and all(in_jit for _, in_jit, _ in calls):
         raise Fail(f"1 回の呼び出しで loss_fn が {first} 回トレースされたので、{K_STEPS} ステップが Python のループで"
-                   "書き下されています。lax.scan で 1 ステップ分の関数を回しましょう。")
+                   "書き下されています。lax.scan で 1 ステップ分の関数を回してください。")
     traced = sorted({i for i, _, _ in calls})  # loss_fn が呼ばれた（トレースされた）呼び出し
     if len(traced) > 1:
         if not all(in_jit for _, in_jit, _ in calls):
             raise Fail(f"{steps} 回の呼び出しのうち {len(traced)} 回で loss_fn が jit の外で実行されました。"
-                       "更新を jax.jit で包み、使い回しましょう。")
+                       "更新を jax.jit で包み、使い回してください。")
         if len(traced) < steps:  # 毎回ではない: 入力の型が変わって再コンパイルした
             raise Fail(f"トレースは最初の 1 回だけのはずが、{steps} 回の呼び出しのうち {len(traced)} 回でした。"
                        "出力の params や opt_state の型やシャーディングが入力と違うと、次の呼び出しでトレースし直します。")
         raise Fail(f"呼ぶたびにトレースされたので、jit がないか、呼ぶたびに jax.jit を作り直しています（{steps} 回中 {len(traced)} 回）。"
-                   "jit した関数は make_dp_train_step の中で 1 度だけ作りましょう。")
+                   "jit した関数は make_dp_train_step の中で 1 度だけ作ってください。")
     if recompiles:
         raise Fail(f"loss_fn のトレースは 1 回ですが、2 回目以降の呼び出しで XLA が {recompiles} 回コンパイルし直しました。"
-                   "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回しましょう。")
+                   "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回してください。")
     if scans is not None and K_STEPS not in scans:
         raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、{K_STEPS} ステップが 1 つのプログラムで"
-                   "回っていません（Python のループで jit した関数を何度も呼ぶ形です）。jit の中で lax.scan を使いましょう。")
+                   "回っていません（Python のループで jit した関数を何度も呼ぶ形です）。jit の中で lax.scan を使ってください。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":
         raise Fail(f"loss_fn に届いたバッチの型が {xs_type} で、バッチの軸が 'data' 軸で分割されていません。"
-                   "xs は (ステップ, バッチ, 特徴) なので、P(None, 'data') で配置してから渡しましょう。")
+                   "xs は (ステップ, バッチ, 特徴) なので、P(None, 'data') で配置してから渡してください。")
     got_params = jax.device_get(p)
     if not all(matches(got_params[k], want_params[k], rtol=1e-3, atol=1e-5) for k in params):
         rev, _ = reference(-1)
         if all(matches(got_params[k], rev[k], rtol=1e-3, atol=1e-5) for k in params):
-            raise Fail("更新が params - updates で、向きが逆です。optax の updates は足すものなので optax.apply_updates を使いましょう。")
+            raise Fail("更新が params - updates で、向きが逆です。optax の updates は足すものなので optax.apply_updates を使ってください。")
         for k in params:
             expect_close(got_params[k], want_params[k], f"{steps * K_STEPS} ステップ後の params['{k}']", rtol=1e-3, atol=1e-5,
                          )

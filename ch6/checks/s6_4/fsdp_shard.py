@@ -74,25 +74,25 @@ def _check_fsdp_on(fn, mesh, tree, label):
         raise Fail(f"{label}: 割り切れない軸を 'data' で分割しようとしてエラーになりました。"
                    f"割り切れるかは mesh.shape['data'] = {k} で調べます。") from None
     if jax.tree.structure(got) != jax.tree.structure(tree):
-        raise Fail(f"{label}: 戻り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置しましょう。")
+        raise Fail(f"{label}: 戻り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置してください。")
     mesh_devices = set(mesh.devices.flat)
     total_in = total_out = 0
     for (path, leaf), want in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(tree)):
         name = jax.tree_util.keystr(path)
         if not isinstance(leaf, jax.Array):
-            raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしましょう。")
+            raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしてください。")
         if leaf.dtype != want.dtype:
-            raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま配置しましょう。")
+            raise Fail(f"{label}: 葉 {name} の dtype が {want.dtype} から {leaf.dtype} に変わりました。値はそのまま配置してください。")
         if leaf.shape != want.shape or not np.array_equal(np.asarray(leaf), want):
             raise Fail(f"{label}: 葉 {name} の値が変わっています。配置を変えるだけで、値は変えません。")
         sh = leaf.sharding
         if set(sh.device_set) != mesh_devices:
             raise Fail(f"{label}: 葉 {name} はメッシュの {n_mesh} デバイスにあるはずが、{len(sh.device_set)} デバイスでした。"
-                       "NamedSharding(mesh, spec) を使いましょう。")
+                       "NamedSharding(mesh, spec) を使ってください。")
         if not (isinstance(sh, NamedSharding) and tuple(sh.mesh.axis_names) == tuple(mesh.axis_names)
                 and np.array_equal(sh.mesh.device_ids, mesh.device_ids)):
             raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で配置されていません（{type(sh).__name__}）。"
-                       "jax.device_put(a, NamedSharding(mesh, spec)) を使いましょう。")
+                       "jax.device_put(a, NamedSharding(mesh, spec)) を使ってください。")
         shape = want.shape
         axis = fsdp_axis(shape, k)
         want_spec = _spec_of(axis, len(shape))

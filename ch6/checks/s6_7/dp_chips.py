@@ -1,6 +1,6 @@
 """6.7-1 max_dp_chips: 全体のトークン数が決まっているとき、データ並列が計算律速でいられる最大のチップの数。
 
-隠しのチップの行（ch6.hardware.Chip、実在しない数値）と、スケーリングブックの形・ステップ全体の形の両方で確かめます。
+隠しのチップの行（ch6.hardware.Chip、実在しない数値）と、スケーリングブックの式・ステップ全体の式の両方で確かめます。
 しきい値は ch6.cost.dp_critical_batch、通信の秒は ch6.cost.all_reduce_time から求め、式を書き直しません。
 計算律速の条件は n − 1 ≤ tokens / b*（(n − 1)/n の分だけ、n → ∞ の形より 1 個多い）です。
 """
@@ -34,7 +34,7 @@ def reference(hw, tokens: float, axes: int, form: str) -> int:
 
 def wrong(hw, tokens: float, axes: int, form: str, kind: str) -> int:
     """名指しする誤りの答え（kind ごと）。"""
-    if kind == "form":  # スケーリングブックの形とステップ全体の形を取り違える
+    if kind == "form":  # スケーリングブックの式とステップ全体の式を取り違える
         form = "step" if form == "book" else "book"
     if kind == "one_axis":  # axes を見ずに 1 軸の帯域
         axes = 1
@@ -72,15 +72,15 @@ def cases(r):
     m = int(r.integers(20, 60))
     return [
         # ちょうど: 相対 1e-12 だけ少ないトークン（許容 1e-9 の内なので計算律速。許容なしの比較では 1 個少なくなる）
-        ("隠しの TPU・1 軸・スケーリングブックの形・ちょうど", tpu3,
+        ("隠しの TPU・1 軸・スケーリングブックの式・ちょうど", tpu3,
          (m - 1) * dp_critical_batch(tpu3, 1, "book") * (1 - 1e-12), 1, "book"),
-        ("隠しの TPU・3 軸・ステップ全体の形・わずかに下", tpu3,
+        ("隠しの TPU・3 軸・ステップ全体の式・わずかに下", tpu3,
          (m + 6) * dp_critical_batch(tpu3, 3, "step") * (1 - 1e-6), 3, "step"),
-        ("隠しの GPU・スケーリングブックの形・端数 0.7", gpu, (m + 2.7) * dp_critical_batch(gpu, 2, "book"), 2, "book"),
+        ("隠しの GPU・スケーリングブックの式・端数 0.7", gpu, (m + 2.7) * dp_critical_batch(gpu, 2, "book"), 2, "book"),
         # 端数 0.3: 四捨五入は切り捨てと同じ、切り上げとは違う
-        ("隠しの TPU・3 軸・スケーリングブックの形・端数 0.3", tpu3, (m + 4.3) * dp_critical_batch(tpu3, 3, "book"), 3, "book"),
-        ("隠しの TPU・2 軸・ステップ全体の形・端数 0.6", tpu2, (m + 9.6) * dp_critical_batch(tpu2, 2, "step"), 2, "step"),
-        ("隠しの GPU・ステップ全体の形・ちょうど", gpu, (m - 3) * dp_critical_batch(gpu, 1, "step"), 1, "step"),
+        ("隠しの TPU・3 軸・スケーリングブックの式・端数 0.3", tpu3, (m + 4.3) * dp_critical_batch(tpu3, 3, "book"), 3, "book"),
+        ("隠しの TPU・2 軸・ステップ全体の式・端数 0.6", tpu2, (m + 9.6) * dp_critical_batch(tpu2, 2, "step"), 2, "step"),
+        ("隠しの GPU・ステップ全体の式・ちょうど", gpu, (m - 3) * dp_critical_batch(gpu, 1, "step"), 1, "step"),
         ("全体のトークンが b* の半分", tpu2, 0.5 * dp_critical_batch(tpu2, 1, "book"), 1, "book"),
     ]
 
@@ -94,8 +94,8 @@ _MISTAKES = (
     ("ceil", "1 + tokens / b* を切り上げています。条件を満たす最大の整数なので、切り捨てます。"),
     ("first_fail", "どの場面でもチップが 1 個多く、条件を満たさなくなった最初の n を返しています。返すのはその 1 つ前の n です。"),
     ("gpu_axes", "GPU の行でも帯域を axes 倍にしています。GPU は NVLink の出口が 1 つなので、axes によらず axis_bw です。"),
-    ("form", "スケーリングブックの形とステップ全体の形を取り違えています。"
-             "スケーリングブックの形は逆伝播の 4·b·P、ステップ全体の形は 6·b·P と比べます。"),
+    ("form", "スケーリングブックの式とステップ全体の式を取り違えています。"
+             "スケーリングブックの式は逆伝播の 4·b·P、ステップ全体の式は 6·b·P と比べます。"),
     ("one_axis", "axes を見ずに 1 軸の帯域で割っています。TPU は axes 本の軸を同時に使い、帯域は axes 倍です。"),
     ("hbm", "通信の秒を HBM の帯域 hbm_bw で割っています。勾配の all-reduce はチップ間の axis_bw で割ります。"),
     ("f32", "勾配を 4 バイトで数えたので、b* が 2 倍になっています。勾配は bf16 の 2 バイト（2P バイト）で送ります。"),

@@ -123,4 +123,4 @@ def check_attention_comm_times(fn):
     if n == 1:
         raise Fail(f"{label}: 通信がないので 0 秒のはずが、\"{key}\" は {got[i][key]:.4g} 秒でした。")
     raise Fail(f"{label}: \"{key}\" は {want[i][key]:.4g} 秒のはずが {got[i][key]:.4g} 秒でした。"
-               "1 デバイスの b バイトと、どの帯域で割るかを確かめましょう。")
+               "1 デバイスの b バイトと、どの帯域で割るかを確かめてください。")

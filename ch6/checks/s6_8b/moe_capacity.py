@@ -99,7 +99,7 @@ def check_dropped_choices(fn):
     if all(np.array_equal(o, w) for o, w in zip(outs, wants)):
         n_drop = int(wants[1].sum())
         return (f"隠し入力 {len(cases)} つ（{groups} グループ、エキスパート {n_experts}、1 番目の選択が 1 つのエキスパートに"
-                f"集まる場面を含む）で一致しました（容量係数 {cases[1][1]} では {n_drop} 個がドロップされます）。")
+                f"集まる場面を含む）で一致しました。容量係数 {cases[1][1]} では {n_drop} 個がドロップされます。")
 
     def matches(**kw) -> bool:   # すべての入力で、学習者の答えがこの形の誤りと同じか
         return all(np.array_equal(o, _dropped(ids, n_experts, factor, **kw)) for o, (ids, factor) in zip(outs, cases))
@@ -114,6 +114,6 @@ def check_dropped_choices(fn):
     cap = math.ceil(factor * 2 * ids.shape[1] / n_experts)
     if int(arr.sum()) == int(want.sum()):
         raise Fail(f"容量係数 {factor}（C = {cap}）で、ドロップの数 {int(want.sum())} 個は合っていますが、どの選択かが違います。"
-                   "グループごとに、1 番目の選択からトークンの順に席を数えましょう。")
+                   "グループごとに、1 番目の選択からトークンの順に席を数えてください。")
     raise Fail(f"容量係数 {factor}（C = {cap}）で、ドロップは {int(want.sum())} 個のはずが {int(arr.sum())} 個でした。"
-               "グループごとに、1 番目の選択から順に席を数えましょう。")
+               "グループごとに、1 番目の選択から順に席を数えてください。")

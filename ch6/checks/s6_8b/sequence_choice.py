@@ -140,5 +140,5 @@ def check_choose_sequence_parallel(fn):
     label = todo[i][0]
     if got[i][0] != want[i][0]:
         raise Fail(f"{label}: \"{want[i][0]}\" を選ぶはずが \"{got[i][0]}\" でした。"
-                   "計算の秒、2 つの通信の秒、重なるかどうかを順に確かめましょう。")
+                   "計算の秒、2 つの通信の秒、重なるかどうかを順に確かめてください。")
     raise Fail(f"{label}: 方式は合っていますが、秒は {want[i][1]:.4g} のはずが {got[i][1]:.4g} でした。")

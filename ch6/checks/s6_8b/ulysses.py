@@ -52,7 +52,7 @@ def _run(fn, mesh, rng, after_1d: bool):
             raise Fail(f"戻り値は形 {fmt((h, b, d))}（ヘッド, ブロック, 次元）の配列のはずが、{type(out).__name__} でした。")
         if shape != (h, b, d):
             raise Fail(f"1 デバイス分の出力の形は {fmt((h, b, d))}（ヘッド, ブロック, 次元）のはずが {fmt(shape)} でした。"
-                       "入れ替えと戻しの all_to_all の軸を確かめましょう。")
+                       "入れ替えと戻しの all_to_all の軸を確かめてください。")
         return jnp.asarray(out, jnp.float32)
 
     g = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec))
@@ -110,8 +110,8 @@ def check_ulysses_attention(fn):
         if not same(got, want, rtol=1e-4, atol=1e-5):
             if results:
                 raise Fail("1 次元のメッシュでは一致し、data × seq の 2 次元のメッシュでは一致しません。"
-                           "軸 seq の大きさを jax.device_count() で読んでいないか確かめましょう。")
-            raise Fail("出力が 1 デバイスのアテンションと一致しません。入れ替え、attention_hsd、戻しの順と軸を確かめましょう。")
+                           "軸 seq の大きさを jax.device_count() で読んでいないか確かめてください。")
+            raise Fail("出力が 1 デバイスのアテンションと一致しません。入れ替え、attention_hsd、戻しの順と軸を確かめてください。")
         results.append((n, len(a2a)))
     shown = "、".join(f"seq = {n}" for n, _ in results)
     note = cannot_tell("all_to_all の軸と順番や、軸 seq の大きさの取り違え") if results[0][0] == 1 else ""

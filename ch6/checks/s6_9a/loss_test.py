@@ -107,7 +107,7 @@ SCRIPTS = {   # 名前: (基準の損失, テストの損失, tol, 正しい判�
 
 
 def _batch_index(batch) -> int | None:
-    """台本のバッチ（値 i が 2 つ並ぶ配列）の番号 i。バッチでない値なら None。"""
+    """決めた損失の列のバッチ（値 i が 2 つ並ぶ配列）の番号 i。バッチでない値なら None。"""
     try:
         v = np.asarray(batch, dtype=np.float64)
     except Exception:   # バッチでない値
@@ -118,7 +118,7 @@ def _batch_index(batch) -> int | None:
 
 
 class _Script:
-    """台本の 1 つ: 2 つのステップと、それぞれが受け取った (状態, バッチの番号) の記録。"""
+    """決めた損失の列の 1 つ: 2 つのステップと、それぞれが受け取った (状態, バッチの番号) の記録。"""
 
     def __init__(self, ref_losses, test_losses):
         import jax.numpy as jnp
@@ -255,7 +255,7 @@ def _call_script(fn, sc, tol):
             msg = ("ステップが譲渡して消えた state を、後からコピーしようとしました（「Array has been deleted」）。"
                    "コピーは、state を最初のステップに渡す前に作ります。")
         if msg:
-            raise Fail(f"台本の損失: {msg}") from None
+            raise Fail(f"決めた損失の列: {msg}") from None
         raise
 
 
@@ -263,18 +263,18 @@ def _check_scripts(fn):
     got = {}
     for name, (a, b, tol, want) in SCRIPTS.items():
         sc = _Script(a, b)
-        got[name] = _as_bool(_call_script(fn, sc, tol), "台本の損失")
+        got[name] = _as_bool(_call_script(fn, sc, tol), "決めた損失の列")
         if got[name] != want:                           # 判定を誤ったときだけ、状態とバッチの渡し方を調べる
             msg = sc.order_slip() or (sc.short_slip() if got[name] else None)
             if msg:
-                raise Fail(f"台本の損失: {msg}")
+                raise Fail(f"決めた損失の列: {msg}")
         if want and not got[name]:
-            raise Fail("台本の損失: どのステップの差も tol 未満なのに False を返しました。"
+            raise Fail("決めた損失の列: どのステップの差も tol 未満なのに False を返しました。"
                        "等しさではなく、差の絶対値が tol 未満かで比べます。")
     wrong = {name for name in SCRIPTS if got[name] != SCRIPTS[name][3]}
     if not wrong:
         return
-    head = "台本の損失"
+    head = "決めた損失の列"
     if {"middle_low", "middle_high"} <= wrong:
         if "last" not in wrong:
             raise Fail(f"{head}: 2 番目のステップだけで差が tol 以上ですが、True を返しました。"
@@ -334,5 +334,5 @@ def check_losses_match(fn):
             raise Fail(f"{label}: パディングの行も平均に含めたステップを一致と判定しました。"
                        "どのステップでも差が tol 未満のときだけ True です。")
         raise Fail(f"{label}: 判定が正しい組み合わせ（正しいステップだけ True）になりませんでした。")
-    return (f"台本の {len(SCRIPTS)} つの損失の列と、状態を譲渡する隠しの 2 つの回帰で、どのステップの差も tol 未満のときだけ"
+    return (f"あらかじめ決めた {len(SCRIPTS)} つの損失の列と、状態を譲渡する隠しの 2 つの回帰で、どのステップの差も tol 未満のときだけ"
             "一致と判定し、勾配の集め忘れとパディングの誤りを見つけました。")

@@ -6,7 +6,7 @@
 - 規則で各パラメータを配置できる（同じメッシュ軸を 1 つの配列の 2 つの次元に使わない、どの次元も割り切れる）
 - バッチは data と fsdp に分割し、tensor には分割しない
 - パラメータの 1 デバイスあたりの要素数の合計が、約束の規則（割り切れる論理軸はすべて分割）と同じ
-- 論理軸ごとの分割が約束と同じ（要素数が同じでも、heads の代わりの head_dim、約束より多くの軸、約束にない論理軸の
+- 論理軸ごとの分割が問題文と同じ（要素数が同じでも、heads の代わりの head_dim、約束より多くの軸、約束にない論理軸の
   分割は、通信の形が変わるので不正解にする）
 """
 from __future__ import annotations
@@ -82,8 +82,8 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
             ways = _ways(entry, mesh)
             if size % ways:
                 logical = spec[dim]
-                raise Fail(f"{what}: 規則が {logical} を {entry}（{ways} 方向）に分割していますが、パラメータ {name} のその次元の"
-                           f"大きさ {size} は {ways} で割り切れないので、配置できません。割り切れない論理軸は分割しない約束です。")
+                raise Fail(f"{what}: 規則が {logical} を {entry} で {ways} 個に分割していますが、パラメータ {name} のその軸の"
+                           f"長さ {size} は {ways} で割り切れないので、配置できません。割り切れない論理軸は分割しない決まりです。")
             count *= size // ways
         out[name] = count
     return out
@@ -145,7 +145,7 @@ def check_make_rules(fn):
             raise Fail(f"{label}: バッチを tensor にも分割しています。テンソル並列の軸のデバイスは同じサンプルを受け持つので、"
                        "バッチは data と fsdp だけに分割します。")
         if tuple(a for a in batch_axes if mesh.shape[a] > 1) != want_batch:
-            raise Fail(f"{label}: バッチは data と fsdp の順に分割する約束ですが、規則の batch は"
+            raise Fail(f"{label}: バッチは data と fsdp の順に分割する決まりですが、規則の batch は"
                        f" {rules.get('batch')!r} でした。")
         got = per_device_elements(rules, config, mesh, label)
         want = per_device_elements(reference(config, mesh), config, mesh, label)
@@ -163,7 +163,7 @@ def check_make_rules(fn):
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
         _promised_axes(rules, config, mesh, label)
-    return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも配置でき、論理軸ごとの分割が約束と"
+    return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも配置でき、論理軸ごとの分割が問題文と"
             "一致しました。")
 
 
@@ -180,14 +180,14 @@ def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
         w = want[0] if len(want) else None
         if name == "head_dim" and ref.get("heads") == "tensor":
             raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
-                       "分割できないときだけの約束です（head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります）。")
+                       "分割できないときだけの決まりです（head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります）。")
         if w is None:
-            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、約束ではこの設定とメッシュで {name} は分割しません"
-                       "（複製）。約束にない分割は、学習ステップの通信の形を変えます。")
+            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、問題文ではこの設定とメッシュで {name} は分割しません"
+                       "（複製）。問題文にない分割は、学習ステップの通信の形を変えます。")
         if _axis_set(g) > _axis_set(w):
-            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割しています。約束は {w!r} だけです（それより多くの軸に分割すると、"
-                       "約束にない集団通信が学習ステップに入ります）。")
-        raise Fail(f"{label}: 論理軸 {name} は {w!r} に分割する約束ですが、規則では {g!r} でした。")
+            raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割しています。問題文の分割は {w!r} だけです（それより多くの軸に分割すると、"
+                       "問題文にない集団通信が学習ステップに入ります）。")
+        raise Fail(f"{label}: 論理軸 {name} は {w!r} に分割する決まりですが、規則では {g!r} でした。")
 
 
 def _axis_set(entry) -> set:

@@ -181,7 +181,7 @@ def check_process_rows(fn):
                     if not np.issubdtype(got.dtype, np.integer):
                         raise Fail(f"{where}: バイトのトークンは整数（int32）で返します。dtype は {got.dtype} でした。")
                     if got.dtype != np.int32:
-                        raise Fail(f"{where}: トークンは int32 で返す約束です（学習ステップは int32 の入力でコンパイル"
+                        raise Fail(f"{where}: トークンは int32 で返す決まりです（学習ステップは int32 の入力でコンパイル"
                                    f"します）。dtype は {got.dtype} でした（.astype(np.int32) で変えます）。")
                     if (got == want).all():
                         continue

@@ -250,12 +250,12 @@ def _check_arrays(state, want_values: dict, config, devices, where: str) -> None
     try:
         got = _flat(state)
     except Exception:
-        raise Fail(f"{where}: 状態は保存したのと同じ辞書の木で返してください。") from None
+        raise Fail(f"{where}: 状態は、保存したのと同じ辞書の pytree で返してください。") from None
     if set(got) != set(want_values) and len(got) == len(want_values):
-        raise Fail(f"{where}: 最適化器の状態の木の型が保存前と違います（辞書やリストになっています）。行き先の"
+        raise Fail(f"{where}: 最適化器の状態の pytree の型が保存前と違います（辞書やリストになっています）。行き先の"
                    "形・型・シャーディング（abstract_state）を渡さずに復元したためです。")
     if set(got) != set(want_values):
-        raise Fail(f"{where}: 状態の木の形が保存したものと違います（{len(got)} 個の葉、保存したのは"
+        raise Fail(f"{where}: 状態の pytree の構造が保存したものと違います（{len(got)} 個の葉、保存したのは"
                    f" {len(want_values)} 個）。")
     _, sh = _mesh_parts(config, devices)
     for name, sharding in _flat(sh).items():

@@ -29,7 +29,7 @@ def sgd_per_example(loss_fn, stacked_params, xs, ys, lrs):
 
 @pytest.mark.parametrize("fn", [sgd_ref, sgd_per_example, jax.jit(sgd_ref, static_argnums=0)])
 def test_6_1_5_correct(fn):
-    expect("6.1-5", fn, "pass", "正解")
+    expect("6.1-5", fn, "pass")
 
 
 def test_6_1_5_a_python_loop_over_the_samples_is_caught():

@@ -67,7 +67,8 @@ def test_reference_and_grouped_reshape_pass():
     (dict(reduce="twice"), ("psum が 2 回",)),
     (dict(reduce="data"), ("軸の名前",)),
     (dict(mask=False), ("pos[b] より後のキー", "t <= pos[b]")),
-    (dict(reduce="gather_sum"), ("all_gather で値を集めています", "lax.psum")),
+    (dict(reduce="gather_sum"), ("部分和（wo を掛けた後）を all_gather で集めてから足して", "lax.psum で 1 回だけ")),
+    (dict(reduce="twice"), ("もう一度足して割る",)),
 ])
 def test_named_mistakes(kw, words):
     expect(EX, make(**kw), Status.FAIL, *words)
@@ -83,6 +84,17 @@ def test_pmean_is_named_or_the_pass_line_says_one_device_cannot_tell():
 def test_the_pass_line_names_what_one_device_cannot_tell():
     msg = expect(EX, make(), Status.PASS)
     assert (CANNOT_TELL in msg) == (N == 1), msg
+
+
+def test_a_missing_wo_is_named_from_the_shape():
+    def no_wo(q, k_cache, v_cache, pos, wo):
+        g = q.shape[1] // k_cache.shape[2]
+        k, v = jnp.repeat(k_cache, g, axis=2), jnp.repeat(v_cache, g, axis=2)
+        s = jnp.einsum("bhe,bthe->bht", q, k) / np.sqrt(q.shape[-1])
+        ok = jnp.arange(k.shape[1])[None, :] <= pos[:, None]
+        p = jax.nn.softmax(jnp.where(ok[:, None], s, -jnp.inf), axis=-1)
+        return lax.psum(jnp.einsum("bht,bthe->bhe", p, v), "model")
+    expect(EX, no_wo, Status.FAIL, "wo を掛けていません", "d_model")
 
 
 def test_shape_and_generic_mistakes():

@@ -21,7 +21,7 @@ def normalize_alt(xs):
 
 @pytest.mark.parametrize("fn", [normalize_ref, normalize_alt, jax.jit(normalize_ref)])
 def test_6_2_1_correct(fn):
-    expect("6.2-1", fn, "pass", "正解", "psum")
+    expect("6.2-1", fn, "pass", "psum")
 
 
 def test_6_2_1_wrong():
@@ -53,4 +53,4 @@ def test_6_2_1_shard_map_with_psum_is_accepted():
         xs = jax.device_put(xs, NamedSharding(mesh, P("i")))
         return jax.shard_map(lambda x: x / lax.psum(x.sum(), "i"), mesh=mesh, in_specs=P("i"), out_specs=P("i"))(xs)
 
-    expect("6.2-1", with_shard_map, "pass", "正解", "psum")
+    expect("6.2-1", with_shard_map, "pass", "psum")

@@ -41,7 +41,7 @@ def test_new_jit_on_every_call():
             loss, g = jax.value_and_grad(lambda p: lax.pmean(loss_fn(p, x, y), ("host", "local")))(params)
             return jax.tree.map(lambda p, gg: p - lr * gg, params, g), loss
         return lambda *a: jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), BATCH, BATCH), out_specs=P()))(*a)
-    expect("6.3c-1", make_migrated_step, Status.FAIL, "1 度だけ作りましょう")
+    expect("6.3c-1", make_migrated_step, Status.FAIL, "1 度だけ作ってください")
 
 
 def standardize(mean_out=None, var_pmean=True):

@@ -11,7 +11,7 @@ EX = "6.9a-1"
 
 
 def test_reference_passes():
-    expect(EX, reference, Status.PASS, "約束と一致")
+    expect(EX, reference, Status.PASS, "問題文と一致")
 
 
 def test_explicit_none_and_size_one_axes_pass():
@@ -26,7 +26,7 @@ def test_explicit_none_and_size_one_axes_pass():
 
 
 def test_copy_of_lesson_rules_cannot_be_placed():
-    expect(EX, lambda config, mesh: dict(RULES["fsdp_tp"]), Status.FAIL, "大きさ 256 は 3 で割り切れない", "配置できません")
+    expect(EX, lambda config, mesh: dict(RULES["fsdp_tp"]), Status.FAIL, "長さ 256 は 3 で割り切れない", "配置できません")
 
 
 def test_batch_over_tensor_is_named():
@@ -111,7 +111,7 @@ def test_more_axes_than_promised_are_named():
         if rules.get("embed") == "fsdp" and config.d_model % (mesh.shape["fsdp"] * mesh.shape["data"]) == 0:
             rules["embed"] = ("fsdp", "data")
         return rules
-    expect(EX, embed_over_data, Status.FAIL, "論理軸 embed", "約束は 'fsdp' だけ")
+    expect(EX, embed_over_data, Status.FAIL, "論理軸 embed", "問題文の分割は 'fsdp' だけ")
 
     def layers_split(config, mesh):              # 約束にない論理軸 layers を data に
         return {**reference(config, mesh), "layers": "data"}
@@ -151,7 +151,7 @@ def test_fresh_mistakes_from_the_statement():
         if config.n_heads % t and (config.n_heads * config.d_head) % t == 0:
             rules["head_dim"] = "tensor"
         return rules
-    expect(EX, product, Status.FAIL, "積だけが tensor で割り切れる設定", "head_dim を tensor（4 方向）", "割り切れない")
+    expect(EX, product, Status.FAIL, "積だけが tensor で割り切れる設定", "head_dim を tensor で 4 個に分割", "割り切れない")
 
     def embed_against_tensor(config, mesh):      # embed の割り切れを tensor の大きさで試す
         rules = {k: v for k, v in reference(config, mesh).items() if k != "embed"}

@@ -50,8 +50,8 @@ def test_fresh_mistakes_from_the_statement():
 def test_shape_dtype_and_order():
     expect(EX, lambda *a: reference(*a)[:, :-1], Status.FAIL, "形")
     expect(EX, lambda *a: reference(*a).astype(np.float32), Status.FAIL, "整数")
-    expect(EX, lambda *a: reference(*a).astype(np.uint8), Status.FAIL, "int32 で返す約束", "uint8", ".astype(np.int32)")
-    expect(EX, lambda *a: reference(*a).astype(np.int64), Status.FAIL, "int32 で返す約束", "int64")
+    expect(EX, lambda *a: reference(*a).astype(np.uint8), Status.FAIL, "int32 で返す決まり", "uint8", ".astype(np.int32)")
+    expect(EX, lambda *a: reference(*a).astype(np.int64), Status.FAIL, "int32 で返す決まり", "int64")
     expect(EX, lambda *a: reference(*a)[::-1], Status.FAIL, "行の順序")
     expect(EX, lambda *a: reference(*a) + 1, Status.FAIL, "一致しません")
     expect(EX, lambda *a: "rows", Status.FAIL, "形")
