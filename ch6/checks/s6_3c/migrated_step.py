@@ -172,13 +172,16 @@ def check_migrated_step(fn):
         raise Fail("同じ形の入力でステップが 2 回目もトレースされたので、jit がないか、呼ぶたびに jit を作り直しています。"
                    "jax.jit(jax.shard_map(...)) は make_migrated_step の中で 1 度だけ作ってください。")
 
-    meshes = shard_map_axes(learner_eqns(step, *placed))
+    eqns = learner_eqns(step, *placed)
+    meshes = shard_map_axes(eqns)
     if not any(set(AXES) <= set(m) for m in meshes):
         raise Fail("jaxpr に、渡したメッシュ（軸 'host' と 'local'）の shard_map がありません。"
                    "この演習では jax.jit(jax.shard_map(..., mesh=mesh, ...)) で移します。")
     colls = call(count_collectives, jax.jit(step), *placed)
-    if colls.get("all-gather", 0):
-        raise Fail(f"コンパイル結果に all-gather が {colls['all-gather']} 個あります。データを集めずに、損失（または勾配）だけを pmean してください。")
+    # jaxpr の all_gather も見る: デバイスが 1 個だと、TPU のコンパイラは大きさ 1 の all-gather を消してしまう
+    gathers = colls.get("all-gather", 0) or sum(e.primitive.name == "all_gather" for e in eqns)
+    if gathers:
+        raise Fail(f"ステップに all-gather が {gathers} 個あります。データを集めずに、損失（または勾配）だけを pmean してください。")
     found = "、".join(f"{k} ×{v}" for k, v in colls.items()) or "なし"
     shape = "×".join(str(v) for v in mesh.shape.values())
     # 1 個では集団通信がなく、pmean・psum・平均なしが同じ値になる

@@ -176,6 +176,15 @@ def test_6_3c_1_wrong():
     expect("6.3c-1", boom, "error", "ZeroDivisionError")
 
 
+def test_6_3c_1_gather_is_named_where_the_compiler_drops_it(monkeypatch):
+    """TPU でデバイスが 1 個だと、コンパイラは大きさ 1 の all-gather を消す（チップで見つけた）。jaxpr の all_gather で
+    名指しする。ここではコンパイル結果に集団通信がないふりをして確かめる。"""
+    from ch6 import hlo
+
+    monkeypatch.setattr(hlo, "count_collectives", lambda *a, **k: {})
+    expect("6.3c-1", make_gather, "fail", "all-gather")
+
+
 def test_6_3c_1_retracing_is_named_correctly():
     # issue 14 の 7: 呼ぶたびに作り直す答えは、2 回目の呼び出しのトレースで見つかる
     expect("6.3c-1", make_per_call, "fail", "2 回目もトレース", "1 度だけ作って")
