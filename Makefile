@@ -175,7 +175,8 @@ $(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pypr
 nbgrader-setup: $(NBGRADER_VENV)/.ch6-installed
 
 test-nbgrader: $(NBGRADER_VENV)/.ch6-installed
-	CH6_NBGRADER=1 $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist tests/grading/test_nbgrader_roundtrip.py
+	CH6_NBGRADER=1 $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist tests/grading/test_nbgrader_roundtrip.py \
+		tests/grading/test_nbgrader_attacks.py
 
 # nbgrader 版を書く: make nbgrader OUT=コース/ [NBGRADER_ARGS="--assignment ps1 solutions/6_1_vmap.ipynb"]
 nbgrader: $(STAMP)
