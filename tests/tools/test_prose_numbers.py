@@ -42,17 +42,22 @@ def test_a_datasheet_correction_names_and_rewrites_each_number_it_moves(tmp_path
                 (tmp_path / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(path, tmp_path / path.relative_to(ROOT))
     monkeypatch.setattr(prose_numbers, "ROOT", tmp_path)
-    _corrected(monkeypatch, 1.05)   # 819 → 860 GB/s: the ridge 241 → 229
+    v5e = hardware.chip("TPU v5e")
+    hbm, ridge = f"{v5e.hbm_bw / 1e9:.0f}", f"{round(v5e.ridge, -1):.0f}"      # as the row says now (819, 240)
+    _corrected(monkeypatch, 1.05)   # e.g. 819 → 860 GB/s: the ridge 241 → 229
+    v5e = hardware.chip("TPU v5e")
+    hbm2, ridge2 = f"{v5e.hbm_bw / 1e9:.0f}", f"{round(v5e.ridge, -1):.0f}"
+    assert hbm2 != hbm and ridge2 != ridge
     named = prose_numbers.stale()
-    assert any("TPU v5e なら 819 GB/s" in line and "TPU v5e なら 860 GB/s" in line for line in named)
-    assert any("リッジポイントは約 240 なので、1 デバイスに 240" in line
-               and "約 230 なので、1 デバイスに 230" in line for line in named)
+    assert any(f"TPU v5e なら {hbm} GB/s" in line and f"TPU v5e なら {hbm2} GB/s" in line for line in named)
+    assert any(f"リッジポイントは約 {ridge} なので、1 デバイスに {ridge}" in line
+               and f"約 {ridge2} なので、1 デバイスに {ridge2}" in line for line in named)
     assert not any("リッジポイント 240、$b^*$" in line for line in named)   # the book's 240: the book's inputs
-    assert all("公表値の 92 %" not in line for line in named)                 # from the outputs, not yet re-executed
+    assert all("公表値の" not in line or "GB/s" in line for line in named)   # 6.11a's share: from the outputs, not re-executed
     written = prose_numbers.write()
     assert tmp_path / "notebooks/6_10_inference.md" in written and tmp_path / "docs/workshop.md" in written
     assert prose_numbers.stale() == []
-    assert "公表値の 860 GB/s を使う" in (tmp_path / "docs/workshop.md").read_text()
+    assert f"公表値の {hbm2} GB/s を使う" in (tmp_path / "docs/workshop.md").read_text()
 
 
 def test_a_number_in_prose_that_no_entry_lists_is_named(tmp_path, monkeypatch):
