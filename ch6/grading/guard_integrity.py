@@ -19,6 +19,7 @@
 def integrity_tools(g):
     import os
     import weakref
+    from functools import partial
     from types import FunctionType, ModuleType
 
     sys, modules, flag, learner, learner_fn, state = g["sys"], g["sys"].modules, g["flag"], g["learner"], \
@@ -36,14 +37,23 @@ def integrity_tools(g):
     VOLATILE = ("matplotlib.pyplot",)
     DESCRIPTORS = (property, classmethod, staticmethod)
     base = {}
+    type_dict = type.__dict__["__dict__"].__get__  # クラスの __dict__（メタクラスの書き換えを通らずに）
+    partial_func = partial.__dict__["func"].__get__
 
-    def origin(v):
-        """学習者のコードで書いたもの（関数、partial、学習者のクラスとそのインスタンス）か。"""
+    def items(v, kind):
+        """list・dict の中身を、学習者の書いたメソッド（__iter__ など）を呼ばずに写す。"""
+        return kind.copy(v) if isinstance_(v, kind) else kind()
+
+    def origin(v, depth=0):
+        """学習者のコードで書いたもの（関数、partial、学習者のクラスとそのインスタンス）か。学習者のオブジェクトの
+        __getattr__ やプロパティを呼ばないように、関数・partial の中身と、クラスの __dict__ だけを見る。"""
         try:
-            if learner_fn(v) or learner_fn(getattr_(v, "func", None)):
-                return True
-            d = getattr_(v if isinstance_(v, type) else type_(v), "__dict__", None)
-            return any(learner_fn(x) for x in list(d.values())) if d is not None else False
+            if isinstance_(v, FunctionType):
+                return learner_fn(v)
+            if isinstance_(v, partial):
+                return depth < 3 and origin(partial_func(v), depth + 1)
+            d = type_dict(v if isinstance_(v, type) else type_(v))
+            return any(isinstance_(x, FunctionType) and learner_fn(x) for x in list(d.values()))
         except Exception:
             return False
 
@@ -89,7 +99,8 @@ def integrity_tools(g):
                 if cur is not v and k not in skip and not allowed(cur) and (not volatile or origin(cur)):
                     found.append(f"{name}.{k}")
             for k, cd in classes.items():
-                cur = getattr_(d.get(k), "__dict__", {})
+                cls = d.get(k)  # クラスごと替わっていれば、上で見つかっている
+                cur = type_dict(cls) if cls is attrs[k] else {}
                 found += [f"{name}.{k}.{a}" for a, v in cd.items() if cur.get(a, v) is not v]
         return found[:limit]
 
@@ -149,19 +160,18 @@ def integrity_tools(g):
 
     def by_learner(obj):
         """学習者のコードで書いた探し方（ライブラリが足したもの、例えば absl の ReloadDetector は除く）。"""
-        fns = [obj] + [getattr_(type_(obj), n, None) for n in ("find_spec", "find_module", "__call__")]
-        return any(learner_fn(f) for f in fns) or origin(obj)
+        return origin(obj)
 
     def import_system():
         meta, hooks, cache = sys.meta_path, sys.path_hooks, sys.path_importer_cache
         found = [f"sys.{n} そのもの" for n, v, t in (("meta_path", meta, list), ("path_hooks", hooks, list),
                                                     ("path_importer_cache", cache, dict)) if type_(v) is not t]
-        found += [f"sys.meta_path の {type_(f).__name__}" for f in list(meta)
+        found += [f"sys.meta_path の {type_(f).__name__}" for f in items(meta, list)
                   if id_(f) not in base["meta"] and by_learner(f)]
-        found += [f"sys.path_hooks の {getattr_(h, '__name__', type_(h).__name__)}" for h in list(hooks)
-                  if id_(h) not in base["hooks"] and by_learner(h)]
-        for key, finder in list(dict.items(cache)) if isinstance_(cache, dict) else []:
-            if finder is None or not isinstance_(key, str):
+        found += [f"sys.path_hooks の {getattr_(h, '__name__', '?') if isinstance_(h, FunctionType) else type_(h).__name__}"
+                  for h in items(hooks, list) if id_(h) not in base["hooks"] and by_learner(h)]
+        for key, finder in list(dict.items(items(cache, dict))):
+            if finder is None or type_(key) is not str:
                 continue
             where = short(realpath(key) + sep).rstrip(sep)
             if by_learner(finder):
@@ -173,11 +183,11 @@ def integrity_tools(g):
     def clean_imports():
         """採点の準備: 学習者の探し方を外し、キャッシュを空に、ch6 のフォルダを sys.path の先頭に。
         .pyc は使わない（学習者が __pycache__ に書いたものを読まない）: ソースはあとでハッシュで確かめる。"""
-        sys.meta_path = [f for f in list(base["meta_list"]) if f is not None] + \
-            [f for f in list(sys.meta_path) if id_(f) not in base["meta"] and not by_learner(f)]
+        sys.meta_path = list(base["meta_list"]) + \
+            [f for f in items(sys.meta_path, list) if id_(f) not in base["meta"] and not by_learner(f)]
         sys.path_hooks = list(base["hooks_list"])
         sys.path_importer_cache = {}
-        path = [p for p in list(sys.path) if isinstance_(p, str)]
+        path = [p for p in items(sys.path, list) if type_(p) is str]
         sys.path = [g["root"]] + [p for p in path if p != g["root"]]
         sys.dont_write_bytecode, sys.pycache_prefix = True, os.devnull + sep + "ch6-guard"
 
