@@ -120,6 +120,11 @@ def check_fewest_microbatches(fn):
                        "すべての約数を小さい順に試します。")
         plus = [name for name, size in (("引数", _with_args), ("出力", _with_output))
                 if got == [_first_fit(b, size=size) for b in budgets]]
+        if plus and all(k is None for k in got):
+            # 一時領域がどれも 0 のチップでは、いつも None を返す答えと、引数や出力まで数えた答えを見分けられない
+            raise Fail(f"k={w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k={w} の"
+                       f"はずが、どの予算でも None でした。一時領域に{'か'.join(plus)}を足した値で比べたときも同じ答えに"
+                       "なります。比べるのは temp_size_in_bytes だけです。")
         if plus:
             raise Fail(f"一時領域に{'か'.join(plus)}を足した値で予算と比べたときと同じで、予算 {budget:,} バイトで"
                        f" k={w} のはずが k={g} でした。比べるのは temp_size_in_bytes だけです。")
@@ -154,6 +159,8 @@ def _untested(budgets, want, pow2) -> str:
                                          ("2 のべき乗だけを試す誤り", pow2, False),
                                          (f"k={_B} を試さない誤り", _DIVISORS[:-1], False))
             if [_first_fit(b, ks, strict) for b in budgets] == want]
+    if all(w in (None, 1) for w in want):  # k=1 から試せば、ほかにどの約数を飛ばしても同じ答え
+        same.append("約数の一部を飛ばす誤り")
     if all(w in (None, 1) or _temp(w) == _temp(1) for w in want):
         same.append("k=1 の一時領域を返す誤り")
     if not same:
