@@ -165,6 +165,17 @@ _MISTAKES = (
 )
 
 
+def same_as_slips(got: list, slips: list[tuple[list, str]]) -> str:
+    """got と同じ並びになる誤りの説明。このバックエンドの FLOP では 2 つの誤りが同じ並びになることがある（TPU v5e では
+    none と dots_saveable の FLOP が 0.4 % しか違わず、「FLOP のいちばん少ない」と「残差のいちばん多い」が重なる）。
+    そのときはどちらとも言い切れないので、両方を挙げる。どれとも同じでなければ空文字列。"""
+    found = list(dict.fromkeys(message for answers, message in slips if answers == got))
+    if len(found) <= 1:
+        return "".join(found)
+    return ("このバックエンドの FLOP と残差では、次の誤りのどれとも同じ選び方です（どれかに当たります）: "
+            + " / ".join(found))
+
+
 def _answer(out, names: list[str], label: str):
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         what = f"{len(out)} 要素" if isinstance(out, (tuple, list)) else type(out).__name__
@@ -269,10 +280,9 @@ def check_choose_remat(fn):
     want = [pick(t, names, budget) for _, names, budget in cases]
     if got != want:
         slips = [([pick(t, names, budget, **kw) for _, names, budget in cases], message) for kw, message in _MISTAKES]
-        for answers, message in slips:
-            # ほかの誤りの並びと重なるときは名指ししない（同じ文の誤りどうしは重なってよい）
-            if got == answers and all(a != answers or m == message for a, m in slips):
-                raise Fail(message)
+        named = same_as_slips(got, slips)
+        if named:
+            raise Fail(named)
         i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
         raise Fail(_explain(t, cases[i][0], cases[i][2], got[i], want[i]))
     for (label, _, _), (name, grad_fn) in zip(cases, answers):
