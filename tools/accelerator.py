@@ -202,20 +202,37 @@ def run_checks_tests(out: Path, tests: str = "tests/checks") -> dict:
         result["failed"].append({"test": "(pytest did not run)", "message": proc.stdout[-600:] + proc.stderr[-600:]})
         return result
     reasons = Counter()
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        name = f"{case.get('file') or case.get('classname')}::{case.get('name')}"
-        bad = case.find("failure")
-        bad = bad if bad is not None else case.find("error")
-        skip = case.find("skipped")
-        if bad is not None:
-            result["failed"].append({"test": name, "message": (bad.get("message") or "")[:300]})
-        elif skip is not None:
+    for name, (status, message) in junit_cases(xml).items():
+        if status == "failed":
+            result["failed"].append({"test": name, "message": message[:300]})
+        elif status == "skipped":
             result["skipped"] += 1
-            reasons[(skip.get("message") or "").removeprefix("Skipped: ")[:120]] += 1
+            reasons[message.removeprefix("Skipped: ")[:120]] += 1
         else:
             result["passed"] += 1
     result["skip_reasons"] = dict(reasons.most_common())
     return result
+
+
+def junit_cases(xml: Path) -> dict[str, tuple[str, str]]:
+    """pytest's JUnit file as {test: (passed | failed | skipped, message)}."""
+    cases = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"  # classname: in both JUnit families
+        bad = case.find("failure")
+        bad = bad if bad is not None else case.find("error")
+        skip = case.find("skipped")
+        status, node = ("failed", bad) if bad is not None else ("skipped", skip) if skip is not None else ("passed", None)
+        cases[name] = (status, (node.get("message") or "") if node is not None else "")
+    return cases
+
+
+def against_baseline(checks: dict, xml: Path) -> dict:
+    """Marks the chip's failures that fail on the CPU too, in a run of the same tests at the same commit (--baseline):
+    those are not the chip's doing, and the page lists them apart."""
+    cpu = junit_cases(xml)
+    also = [f["test"] for f in checks["failed"] if cpu.get(f["test"], ("",))[0] == "failed"]
+    return {**checks, "also_on_cpu": also}
 
 
 def checks_lines(checks: dict | None) -> list[str]:
@@ -228,8 +245,16 @@ def checks_lines(checks: dict | None) -> list[str]:
              f"device count)."]
     if checks["skip_reasons"]:
         lines += ["", "Skipped, by reason:"] + [f"- {n} × {why}" for why, n in checks["skip_reasons"].items()]
-    if checks["failed"]:
-        lines += ["", "Failed:"] + [f"- `{f['test']}`: {f['message']}" for f in checks["failed"]]
+    also = set(checks.get("also_on_cpu", ()))
+    chip = [f for f in checks["failed"] if f["test"] not in also]
+    if also:
+        lines += ["", f"Of the {len(checks['failed'])} failures, {len(also)} fail on the CPU too in the same tests at "
+                  f"the same commit (not the chip's doing; listed last); {len(chip)} fail on the chip only."]
+    if chip:
+        lines += ["", "Failed on the chip only:" if also else "Failed:"]
+        lines += [f"- `{f['test']}`: {f['message']}" for f in chip]
+    if also:
+        lines += ["", "Failed on the CPU as well:"] + [f"- `{name}`" for name in sorted(also)]
     return lines + [""]
 
 
@@ -364,11 +389,16 @@ def main(argv=None) -> int:
                     help="also run the checks' own tests (tests/checks) on the accelerator, before the notebooks")
     ap.add_argument("--checks-only", action="store_true",
                     help="run only the checks' own tests (recorded under MODE-jaxVERSION-checks)")
+    ap.add_argument("--baseline", metavar="XML",
+                    help="with --combine: pytest's JUnit file of the same checks' tests on the CPU at the same commit; "
+                    "the page lists the failures the CPU shares apart from the chip's own")
     ap.add_argument("--combine", nargs="+", metavar="OUT",
                     help="run nothing: write the page from these runs' --out folders (with --record)")
     args = ap.parse_args(argv)
     if args.combine:
         env, records, skipped, checks = combine([Path(f) for f in args.combine])
+        if checks and args.baseline:
+            checks = against_baseline(checks, Path(args.baseline))
         text = page(env, records, skipped, checks)
         print(text)
         if args.record:

@@ -72,6 +72,19 @@ def test_a_checks_only_run_combines_with_the_notebooks_of_the_same_version(tmp_p
     assert "notebooks/6_1_vmap.ipynb" in text and "5 passed, 0 failed, 1 skipped" in text
 
 
+def test_failures_the_cpu_shares_are_listed_apart(tmp_path):
+    leg = _load_leg()
+    xml = tmp_path / "cpu.xml"
+    xml.write_text('<testsuites><testsuite><testcase classname="t" name="a"><failure message="x"/></testcase>'
+                   '<testcase classname="t" name="b"/></testsuite></testsuites>')
+    checks = {"seconds": 1.0, "passed": 1, "skipped": 0, "skip_reasons": {},
+              "failed": [{"test": "t::a", "message": "x"}, {"test": "t::b", "message": "only on the chip"}]}
+    text = "\n".join(leg.checks_lines(leg.against_baseline(checks, xml)))
+    assert "1 fail on the CPU too" in text and "1 fail on the chip only" in text
+    chip_part, cpu_part = text.split("Failed on the CPU as well:")
+    assert "t::b`: only on the chip" in chip_part and "t::a" not in chip_part and "t::a" in cpu_part
+
+
 def test_the_record_keeps_one_section_per_mode():
     import importlib.util
 

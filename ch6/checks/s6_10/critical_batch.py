@@ -74,11 +74,11 @@ def check_decode_critical_batch(fn):
     want = [_answer(*c) for c in cases]
     if got == want:
         _check_tie(fn)
-        return (f"隠しのモデルとチップ {len(cases) + 1} 通り（計算律速にならない組、差がちょうど 0 の組、等号で決まる組、"
-                "答えが約 300 万の組、答えが 1 の組を含む）で、計算律速になる最小のバッチが一致しました。")
+        return (f"隠しのモデルとチップ {len(cases) + 1} 通りで、計算律速になる最小のバッチが一致しました。"
+                "計算律速にならない組、差がちょうど 0 の組、等号で決まる組、答えが約 300 万の組、答えが 1 の組を含みます。")
     mistakes = [
         (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
-                             "FLOP は 2·B·N、読む KV は B·context·kv です（B·context トークン分の計算はしません）。"),
+                             "FLOP は 2·B·N、読む KV は B·context·kv です。B·context トークン分の計算はしません。"),
         (dict(with_kv=False), "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
                               "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
         (dict(with_kv=False, weight=2), "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"

@@ -182,8 +182,8 @@ def check_dp_train_step(fn):
         raise Fail(f"loss_fn のトレースは 1 回ですが、2 回目以降の呼び出しで XLA が {recompiles} 回コンパイルし直しました。"
                    "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回してください。")
     if scans is not None and K_STEPS not in scans:
-        raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、{K_STEPS} ステップが 1 つのプログラムで"
-                   "回っていません（Python のループで jit した関数を何度も呼ぶ形です）。jit の中で lax.scan を使ってください。")
+        raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、Python のループで jit した関数を何度も呼ぶ"
+                   f"形です。jit の中で lax.scan を使い、{K_STEPS} ステップを 1 つのプログラムで回してください。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":

@@ -138,5 +138,5 @@ def check_q10(fn):
         "d": "scatter_dimension=1 は W の列（大きさ 3）で分割するので、行（0 軸目）で分割した W のシャードと合いません。",
     }
     return grade(fn, {k for k, o in out.items() if o.ok}, why,
-                  "psum_scatter（reduce-scatter）は全デバイスの勾配を足しながら各デバイスにそのシャードの分だけを配るので、"
+                  "psum_scatter（reduce-scatter）は、全デバイスの勾配を足しながら各デバイスにそのシャードの分だけを配ります。"
                   "デバイスの数で割れば平均です（6.4 の 5.2 節）。", out)

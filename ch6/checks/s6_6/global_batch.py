@@ -250,5 +250,5 @@ def check_global_batch(fn):
     shape = " × ".join(f"{k}={v}" for k, v in hidden[0][0].shape.items())
     one = ("（デバイスが 1 個なので、どの軸の大きさも 1 でパディングが要らず、パディングと mask の誤りはこの環境では"
            "確かめられません）") if hidden[0][0].devices.size == 1 else ""
-    return (f"メッシュ {shape} の両方の軸で、{len(hidden)} 通りのバッチの形・分割・値・mask が一致し、"
+    return (f"メッシュ {shape} の両方の軸で、{len(hidden)} 通りのバッチの形・分割・値・mask が一致しました。"
             f"make_array_from_process_local_data で作っています{one}。")

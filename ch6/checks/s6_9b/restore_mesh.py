@@ -276,9 +276,9 @@ def _check_arrays(state, want_values: dict, config, devices, where: str) -> None
         spec = getattr(leaf.sharding, "spec", None)
         if (not leaf.sharding.is_equivalent_to(sharding, leaf.ndim) and spec == sharding.spec
                 and getattr(leaf.sharding, "mesh", None) is not None):
-            raise Fail(f"{where}: {name} のシャーディングの規則（{spec}）は合っていますが、メッシュのデバイスの並び"
-                       f" {_ids(leaf.sharding.mesh.devices.flat)} が lm.make_mesh(devices) の並び"
-                       f" {_ids(sharding.mesh.devices.flat)} と違います。メッシュは devices をその順のまま渡して作ります。")
+            raise Fail(f"{where}: {name} の規則（{spec}）は合っていますが、メッシュのデバイスの並び"
+                       f" {_ids(leaf.sharding.mesh.devices.flat)} が lm.make_mesh(devices) の"
+                       f" {_ids(sharding.mesh.devices.flat)} と違います。メッシュは devices をその順のまま渡して作ってください。")
         if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
             raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
                        f"規則 fsdp_tp のとおりなら {sharding.spec} です。")
