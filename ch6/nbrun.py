@@ -150,4 +150,12 @@ def writes(nb: nbformat.NotebookNode) -> str:
 
 
 def write(nb: nbformat.NotebookNode, path: str | os.PathLike) -> None:
-    Path(path).write_text(writes(nb), encoding="utf-8")
+    """写しに書き終えてから置き換える（os.replace）。同じときに読むもの（サイトを作る・テスト・JupyterLab）が、
+    書きかけや空のノートブックを読まない（write_text は先にファイルを空にする）。"""
+    target = Path(path).resolve()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(writes(nb), encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -54,3 +54,17 @@ def test_consecutive_streams_are_merged_so_stored_outputs_do_not_depend_on_timin
     merged = nbrun.coalesce_streams(outs)
     assert [o["name"] for o in merged] == ["stdout", "stderr", "stdout"]
     assert merged[0]["text"] == "a = 1\nb = 2\n"
+
+
+def test_write_replaces_the_file_so_a_reader_never_sees_it_empty(tmp_path):
+    """書き換えの途中で読む人（make test-site がノートブックを読む間に、ほかの人が出力を更新する）は、
+    前の全文か新しい全文を読み、空のファイルは読まない：書き終えた写しで置き換える。"""
+    path = tmp_path / "a.ipynb"
+    old = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("old = 1")])
+    new = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("new = 2")])
+    nbrun.write(old, path)
+    with open(path, encoding="utf-8") as reader:  # 書き換える前に開いた読み手
+        nbrun.write(new, path)
+        assert reader.read() == nbrun.writes(old)
+    assert path.read_text(encoding="utf-8") == nbrun.writes(new)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ipynb"]
