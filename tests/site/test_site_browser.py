@@ -1436,7 +1436,9 @@ def search_quality_problems(site: Site) -> list[str]:
     squeezed, spaced = search(site, "KVキャッシュ"), search(site, "KV キャッシュ")
     if squeezed != spaced or "notebooks/6_9c_lost_process.html" in squeezed:
         out.append(f"「KVキャッシュ」の結果が「KV キャッシュ」と違う: {sorted(squeezed ^ spaced)}")
-    for word, anchor in (("チェックポイント", "term-checkpoint"), ("ルーフライン", "term-roofline")):
+    # リッジポイント：6.7 と 6.10 の演習で、語を含む最初の段落に数式（\(C\) ÷ HBM の帯域）がある
+    for word, anchor in (("チェックポイント", "term-checkpoint"), ("ルーフライン", "term-roofline"),
+                         ("リッジポイント", "term-ridge-point")):
         items = search_results(site, word)["items"]
         glossary = [i["href"] for i in items if site.rel(i["href"]) == "glossary.html"]
         if not glossary or not glossary[0].endswith("#" + anchor):
