@@ -1,4 +1,5 @@
-"""ウェブサイト（make site）のテスト。test_site_unit.py は速い単体テスト、test_site_browser.py は本物のブラウザで。"""
+"""ウェブサイト（make site）のテスト。test_site_unit.py は速い単体テスト、test_browser_*.py は本物のブラウザで
+（CH6_SITE=1、make test-site。共有する fixture は conftest.py）。"""
 import sys
 from pathlib import Path
 
