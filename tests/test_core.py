@@ -140,7 +140,7 @@ def test_time_limits_nest_and_a_check_in_the_notebook_stops_after_its_limit():
     """time_limit は入れ子にでき（内側が先に切れても外側は続く）、ch6.check の時間切れは演習の名前つきの 1 行。"""
     import time
 
-    from ch6 import _core
+    from ch6 import _core  # the module under test (tests/test_public_api.py allows this one file)
     from ch6.checking import TimeUp, time_limit
 
     with pytest.raises(TimeUp):

@@ -69,9 +69,14 @@ def _files() -> list[Path]:
     return sorted(p for top in SCANNED for p in (ROOT / top).rglob("*.py") if ".venv" not in p.parts)
 
 
+# ch6._core の単体テストは、テストする当のモジュールを import してよい（時間切れの Result など、公開名にない部品を試す）
+UNDER_TEST = {"tests/test_core.py": "from ch6 import _core"}
+
+
 @pytest.mark.parametrize("path", _files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_imports_only_the_public_api(path):
-    bad = violations(path)
+    allowed = UNDER_TEST.get(str(path.relative_to(ROOT)), "\0")
+    bad = [v for v in violations(path) if allowed not in v]
     assert not bad, f"{path.relative_to(ROOT)} imports private names: " + "; ".join(bad)
 
 

@@ -245,7 +245,7 @@ def _inspect(name: str, grad_fn, label: str) -> None:
                    "選んだ候補の方針で make_loss を呼びます。")
 
 
-def _lowered_cost_is_none() -> bool:
+def lowered_cost_is_none() -> bool:
     """このバックエンドで、コンパイル前の Lowered.cost_analysis() が None を返すか（TPU v5e の JAX 0.10 がそう）。"""
     import jax
 
@@ -261,7 +261,7 @@ def _call(fn, *args):
         return call(fn, *args)
     except LearnerError as exc:
         if (isinstance(exc.exc, TypeError) and "'NoneType' object is not subscriptable" in str(exc.exc)
-                and _lowered_cost_is_none()):
+                and lowered_cost_is_none()):
             raise Fail("このバックエンドではコンパイル前の lower(...).cost_analysis() が None を返すので、"
                        "[\"flops\"] を読めませんでした。lower(...).compile().cost_analysis() から読みます。") from None
         raise

@@ -108,9 +108,9 @@ def test_other_correct(fn):
 def test_flops_from_the_lowered_cost_analysis():
     """FLOP をコンパイル前の lower().cost_analysis() から読む答え: CPU では正解。TPU v5e では None が返るので読めず、
     チェックはその理由を言う（チップで確かめた）。"""
-    from ch6.checks.s6_7.remat_budget import _lowered_cost_is_none
+    from ch6.checks.s6_7.remat_budget import lowered_cost_is_none
 
-    if _lowered_cost_is_none():
+    if lowered_cost_is_none():
         expect("6.7-4", chooser(lowered=True), "fail", "コンパイル前の lower(...).cost_analysis() が None")
     else:
         expect("6.7-4", chooser(lowered=True), "pass")
