@@ -174,9 +174,11 @@ $(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pypr
 # nbgrader の環境（.venv-nbgrader: nbgrader と講座のパッケージ）を作るだけ（先生が nbgrader で採点するとき）
 nbgrader-setup: $(NBGRADER_VENV)/.ch6-installed
 
+# クラスの採点（test_nbgrader_class.py）は CLASS_SIZE 人（既定 6: 混んだ 2 コアで 6 人 253 秒。30 人は CLASS_SIZE=30）
+CLASS_SIZE ?= 6
 test-nbgrader: $(NBGRADER_VENV)/.ch6-installed
-	CH6_NBGRADER=1 $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist tests/grading/test_nbgrader_roundtrip.py \
-		tests/grading/test_nbgrader_attacks.py
+	CH6_NBGRADER=1 CH6_CLASS_SIZE=$(CLASS_SIZE) $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist \
+		tests/grading/test_nbgrader_roundtrip.py tests/grading/test_nbgrader_attacks.py tests/grading/test_nbgrader_class.py
 
 # nbgrader 版を書く: make nbgrader OUT=コース/ [NBGRADER_ARGS="--assignment ps1 solutions/6_1_vmap.ipynb"]
 nbgrader: $(STAMP)
