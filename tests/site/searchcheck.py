@@ -9,7 +9,7 @@ import urllib.request
 
 import course_site
 
-from tests.site.sitecheck import CHROME_SNIPPET, DUPLICATE_RESULT, NO_COUNT, NO_RESULTS, Site, _ids
+from tests.site.sitecheck import CHROME_SNIPPET, DUPLICATE_RESULT, NO_COUNT, NO_RESULTS, Site, page_ids
 
 
 def search_results(site: Site, word: str) -> dict:
@@ -90,7 +90,7 @@ def search_problems(site: Site, word: str) -> list[str]:
     problems += [f"節へリンクしない結果: {i['href']}" for i in items if "/notebooks/" in i["href"] and "#" not in i["href"]]
     for item in items:
         fragment = urllib.parse.unquote(urllib.parse.urlsplit(item["href"]).fragment)
-        if fragment and fragment not in _ids(site.out / site.rel(item["href"]), {}):
+        if fragment and fragment not in page_ids(site.out / site.rel(item["href"]), {}):
             problems.append(f"結果のリンクの先の id がない: {item['href']}")
     return problems
 

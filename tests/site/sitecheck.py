@@ -283,12 +283,12 @@ def english_ui_problems(chrome: dict) -> list[str]:
     """CHROME_JS の結果から、画面の部品（ボタン・ナビゲーション・検索・属性）に残った英語の語。"""
     return [f"{ENGLISH_UI}: {w}" for w in sorted(_english_words(chrome.get("texts", []) + chrome.get("attrs", [])))]
 
-def _ids(path: Path, cache: dict) -> set[str]:
+def page_ids(path: Path, cache: dict) -> set[str]:
     if path not in cache:
         cache[path] = set(re.findall(r'\bid="([^"]+)"', path.read_text(encoding="utf-8", errors="replace")))
     return cache[path]
 
-def _problems(site: Site, check, widths=WIDTHS) -> dict[str, list]:
+def page_problems(site: Site, check, widths=WIDTHS) -> dict[str, list]:
     """すべてのページの、幅ごとの測った値に check（raw_table_problems など）をかけた結果（問題のあるものだけ）。"""
     found = {}
     for rel in site.content_pages():
@@ -321,11 +321,11 @@ def altered_copy(site: Site, folder: Path, changes: dict):
     with serve(out) as base:
         yield Site(out, base, site.page, 0.0, 0.0)
 
-def _named(problems: list[str], name: str) -> list[str]:
+def page_named(problems: list[str], name: str) -> list[str]:
     return [p for p in problems if p.startswith(name)]
 
 # ---------------------------------------------------------------- issue 40 の欠陥を戻すと見つかること
 
-def _without(snippet: str):
+def page_without(snippet: str):
     """ファイルから snippet（直したところ）を取り除く書き換え。"""
     return lambda text: text.replace(snippet, "")

@@ -29,8 +29,6 @@ from tests.site.sitecheck import (
     WIDE_TABLE,
     WIDTHS,
     WRAPPED_TABLE,
-    _named,
-    _without,
     alt_problems,
     altered_copy,
     api_entry_problems,
@@ -43,6 +41,8 @@ from tests.site.sitecheck import (
     lesson_pages,
     math_problems,
     measure,
+    page_named,
+    page_without,
     printed_table_problems,
     raw_table_problems,
     solution_problems,
@@ -95,31 +95,31 @@ def _english_attributes(html: str) -> str:
 
 def test_detects_raw_markdown_table(site, tmp_path):
     with altered_copy(site, tmp_path, {SHOWCASE: _as_pipe_text}) as copy:
-        found = _named(raw_table_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), RAW_TABLE)
+        found = page_named(raw_table_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), RAW_TABLE)
     assert found and "| jax.lax |" in found[0], found
 
 def test_detects_table_wider_than_its_column(site, tmp_path):
     with altered_copy(site, tmp_path, {SHOWCASE: _widen_table}) as copy:
         for width in WIDTHS:
-            found = _named(wide_table_problems(measure(copy.page, copy.base + SHOWCASE, width)), WIDE_TABLE)
+            found = page_named(wide_table_problems(measure(copy.page, copy.base + SHOWCASE, width)), WIDE_TABLE)
             assert found and "HLO の集団通信" in found[0], (width, found)
 
 def test_detects_overflowing_equation(site, tmp_path):
     lesson = next(rel for rel in lesson_pages() if MATH_DIV in (site.out / rel).read_text(encoding="utf-8"))
     with altered_copy(site, tmp_path, {lesson: _long_equation}) as copy:
         layout = measure(copy.page, copy.base + lesson, 1280)
-    assert _named(math_problems(layout), OVERFLOWING_MATH), (lesson, layout["math_overflow"])
-    assert not _named(math_problems(layout), UNRENDERED_MATH), "足した式も MathJax で描かれる"
+    assert page_named(math_problems(layout), OVERFLOWING_MATH), (lesson, layout["math_overflow"])
+    assert not page_named(math_problems(layout), UNRENDERED_MATH), "足した式も MathJax で描かれる"
 
 def test_detects_alt_that_is_a_path(site, tmp_path):
     with altered_copy(site, tmp_path, {SHOWCASE: _alt_is_path}) as copy:
-        found = _named(alt_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), PATH_ALT)
+        found = page_named(alt_problems(measure(copy.page, copy.base + SHOWCASE, 1280)), PATH_ALT)
     assert found and all("_images/" in p for p in found), found
 
 def test_detects_english_interface_string(site, tmp_path):
     with altered_copy(site, tmp_path, {SHOWCASE: _english_attributes}) as copy:
         copy.page.navigate(copy.base + SHOWCASE)
-        found = _named(english_ui_problems(copy.page.evaluate(CHROME_JS)), ENGLISH_UI)
+        found = page_named(english_ui_problems(copy.page.evaluate(CHROME_JS)), ENGLISH_UI)
     words = {p.removeprefix(f"{ENGLISH_UI}: ") for p in found}
     assert {"Toggle", "sidebar", "Link", "heading"} <= words, found
 
@@ -145,36 +145,36 @@ def _api_names_unlinked(html: str) -> str:
     return re.sub(r'<a class="course-api[^"]*"[^>]*>(.*?)</a>', r"\1", html)
 
 def test_detects_figure_that_leaves_the_page(site, tmp_path):
-    changes = {"notebooks/6_8a_pipeline.html": _figures_in_links, "_static/course.js": _without(CLICK_GUARD)}
+    changes = {"notebooks/6_8a_pipeline.html": _figures_in_links, "_static/course.js": page_without(CLICK_GUARD)}
     with altered_copy(site, tmp_path, changes) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_8a_pipeline.html", 1280)
         clicks = figure_click_problems(copy.page, copy.base + "notebooks/6_8a_pipeline.html")
-    assert _named(figure_size_problems(layout), FIGURE_LINK), layout["figure_links"]
-    assert _named(clicks, FIGURE_LEAVES) and all("/_images/" in p for p in _named(clicks, FIGURE_LEAVES)), clicks
+    assert page_named(figure_size_problems(layout), FIGURE_LINK), layout["figure_links"]
+    assert page_named(clicks, FIGURE_LEAVES) and all("/_images/" in p for p in page_named(clicks, FIGURE_LEAVES)), clicks
 
 def test_detects_printed_table_that_wraps(site, tmp_path):
-    with altered_copy(site, tmp_path, {"_static/course.css": _without(PRINTED_TABLE_RULE)}) as copy:
+    with altered_copy(site, tmp_path, {"_static/course.css": page_without(PRINTED_TABLE_RULE)}) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_7_cost_memory.html", 390)
-    found = _named(printed_table_problems(layout), WRAPPED_TABLE)
+    found = page_named(printed_table_problems(layout), WRAPPED_TABLE)
     assert len(found) >= 5, found
 
 def test_detects_equation_cut_on_the_left(site, tmp_path):
-    with altered_copy(site, tmp_path, {"_static/course.css": _without(MATH_RULE)}) as copy:
+    with altered_copy(site, tmp_path, {"_static/course.css": page_without(MATH_RULE)}) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_8b_sequence_expert.html", 390)
-    assert _named(math_problems(layout), CUT_MATH), layout["math_cut"]
+    assert page_named(math_problems(layout), CUT_MATH), layout["math_cut"]
 
 def test_detects_table_squeezed_into_thin_columns(site, tmp_path):
-    changes = {"_static/course.js": _without(STACK_CALL),
+    changes = {"_static/course.js": page_without(STACK_CALL),
                "_static/course.css": lambda css: css.replace(PHONE_CELL_WIDTH, "font-size: 0.85rem; min-width: 0; }")}
     with altered_copy(site, tmp_path, changes) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_5_summary.html", 390)
-    found = _named(squeezed_table_problems(layout), SQUEEZED_TABLE)
+    found = page_named(squeezed_table_problems(layout), SQUEEZED_TABLE)
     assert any("E01" in p for p in found), found
 
 def test_detects_figure_shrunk_on_a_phone(site, tmp_path):
-    with altered_copy(site, tmp_path, {"_static/course.css": _without(FIGURE_MIN_RULE)}) as copy:
+    with altered_copy(site, tmp_path, {"_static/course.css": page_without(FIGURE_MIN_RULE)}) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_8a_pipeline.html", 390)
-    found = _named(figure_size_problems(layout), SMALL_FIGURE)
+    found = page_named(figure_size_problems(layout), SMALL_FIGURE)
     assert any(p.startswith(f"{SMALL_FIGURE}: 0.2") for p in found), found
 
 def test_detects_api_name_without_link(site, tmp_path):
@@ -185,7 +185,7 @@ def test_detects_api_name_without_link(site, tmp_path):
 
 def test_detects_missing_exercises(site, tmp_path):
     with altered_copy(site, tmp_path, {rel: None for rel in exercise_pages()}) as copy:
-        found = _named(exercise_problems(copy.out), MISSING_EXERCISE)
+        found = page_named(exercise_problems(copy.out), MISSING_EXERCISE)
     from ch6.grading import exercises as grading_exercises
 
     data = json.loads(grading_exercises.DATA.read_text(encoding="utf-8"))["notebooks"]
@@ -213,7 +213,7 @@ def test_detects_solution_code_on_the_site(site, tmp_path):
     assert vmap_block["lines"] and not summary_block["lines"], "6.5 の解答は短く、レッスンにもある行（return \"b\"）"
     changes = {"exercises/6_1_vmap.html": vmap_change, "exercises/6_5_summary.html": summary_change}
     with altered_copy(site, tmp_path, changes) as copy:
-        found = _named(solution_problems(copy.out), SOLUTION_CODE)
+        found = page_named(solution_problems(copy.out), SOLUTION_CODE)
     assert any("exercises/6_1_vmap.html" in p and vmap_block["lines"][0] in p for p in found), found
     assert any("exercises/6_5_summary.html" in p and summary_block["function"] in p for p in found), found
 

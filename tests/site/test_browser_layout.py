@@ -8,7 +8,6 @@ from tests.site.sitecheck import (
     BROWSER_MARKS,
     SHOWCASE,
     WIDTHS,
-    _problems,
     alt_problems,
     api_entry_problems,
     api_link_problems,
@@ -17,6 +16,7 @@ from tests.site.sitecheck import (
     lesson_pages,
     math_problems,
     page_overflow_problems,
+    page_problems,
     printed_table_problems,
     raw_table_problems,
     squeezed_table_problems,
@@ -34,31 +34,31 @@ def test_every_page_at_390_and_1280_px(site):
         assert set(site.visits[rel].layout) == set(WIDTHS), rel
         for w in WIDTHS:
             assert site.visits[rel].layout[w]["width"] <= w, (rel, w)
-    wide = _problems(site, page_overflow_problems)
+    wide = page_problems(site, page_overflow_problems)
     assert not wide, json.dumps(wide, ensure_ascii=False, indent=1)
 
 def test_no_raw_markdown_tables(site):
     """出力の Markdown の表（6.3b の通信の表など）が |---| の文字のままではなく表になっている。"""
-    raw = _problems(site, raw_table_problems, widths=(1280,))
+    raw = page_problems(site, raw_table_problems, widths=(1280,))
     assert not raw, json.dumps(raw, ensure_ascii=False, indent=1)
     html = (site.out / SHOWCASE).read_text(encoding="utf-8")
     assert html.count("<table") >= 2, "6.3b の出力の表が <table> になっていない"
 
 def test_tables_fit_their_column(site):
     """どの表も本文の列の幅を超えない（1280 px でも 390 px でも。横にスクロールさせない）。"""
-    wide = _problems(site, wide_table_problems)
+    wide = page_problems(site, wide_table_problems)
     assert not wide, json.dumps(wide, ensure_ascii=False, indent=1)
 
 def test_math_is_rendered_and_fits(site):
     """数式は MathJax で描かれ（ネットから読み込まない）、1280 px では列に収まり、どの幅でも余計なスクロールバーがない。"""
     pages_with_math = [rel for rel in lesson_pages() if site.visits[rel].layout[1280]["math_count"]]
     assert len(pages_with_math) >= 3, pages_with_math
-    problems = _problems(site, math_problems)
+    problems = page_problems(site, math_problems)
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 def test_figures_have_descriptions_not_paths(site):
     """図の alt は出力が持つ図の説明（「図：…」）。ファイルのパスや空ではない。"""
-    bad = _problems(site, alt_problems, widths=(1280,))
+    bad = page_problems(site, alt_problems, widths=(1280,))
     assert not bad, json.dumps(bad, ensure_ascii=False, indent=1)
     site.page.navigate(site.base + SHOWCASE)
     alts = site.page.evaluate("[...document.querySelectorAll('img.course-figure')].map((i) => i.alt)")
@@ -86,7 +86,7 @@ def test_figure_opens_enlarged_and_closes(site):
 
 def test_figures_zoom_without_leaving_the_page(site):
     """どの図も、クリックするとそのページの上で拡大する（PNG そのものへは移らない。図はリンクに包まれていない）。"""
-    problems = _problems(site, lambda layout: layout["figure_links"], widths=(1280,))
+    problems = page_problems(site, lambda layout: layout["figure_links"], widths=(1280,))
     for rel in lesson_pages():
         found = figure_click_problems(site.page, site.base + rel)
         if found:
@@ -99,31 +99,31 @@ def test_printed_tables_keep_their_columns(site):
     """出力に印刷された表（ch6.show.table）は、電話の幅でも行を折り返さない（列がそろったまま。箱の中で横にスクロール）。"""
     tables = sum(site.visits[rel].layout[390]["printed_tables"] for rel in lesson_pages())
     assert tables >= 20, f"印刷された表が {tables} 個しか見つからない"
-    problems = _problems(site, printed_table_problems)
+    problems = page_problems(site, printed_table_problems)
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 def test_tables_with_many_columns_become_cards_on_a_phone(site):
     """列の多い表（6.5 のエラー索引など）は、電話の幅で細い列につぶれない（3 列以上の表は 1 行 1 枚のカードになる）。"""
-    problems = _problems(site, squeezed_table_problems, widths=(390,))
+    problems = page_problems(site, squeezed_table_problems, widths=(390,))
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
     summary = site.visits["notebooks/6_5_summary.html"].layout
     assert summary[390]["width"] == 390
 
 def test_wide_figures_stay_readable_on_a_phone(site):
     """電話の幅で、図は表示の大きさの 0.6 倍より小さくならない（6.8a のスケジュールは枠の中で横にスクロール）。"""
-    problems = _problems(site, figure_size_problems)
+    problems = page_problems(site, figure_size_problems)
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 def test_api_names_link_to_the_reference(site):
     """本文のコードの中の jax. / lax. / jnp. の名前は、どれも docs.jax.dev のそのページへリンクする。"""
     names = sum(site.visits[rel].layout[1280]["api_names"] for rel in site.content_pages())
     assert names > 200, names
-    problems = _problems(site, api_link_problems, widths=(1280,))
+    problems = page_problems(site, api_link_problems, widths=(1280,))
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
     links = site.visits["notebooks/6_3b_shard_map.html"].links
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.lax.psum.html" in links
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.shard_map.html" in links
-    off = _problems(site, api_entry_problems, widths=(1280,))
+    off = page_problems(site, api_entry_problems, widths=(1280,))
     assert not off, json.dumps(off, ensure_ascii=False, indent=1)
 
 def test_code_cells_have_a_working_copy_button(site):
@@ -140,7 +140,7 @@ def test_wide_code_and_wrapped_outputs_at_1280(site):
     cells = sum(site.visits[rel].layout[1280]["code_cells"] for rel in lesson_pages())
     scrolling = sum(site.visits[rel].layout[1280]["code_scrolling"] for rel in lesson_pages())
     assert cells > 100 and scrolling / cells < 0.25, f"{scrolling} / {cells} のセルが横にスクロールする"
-    outputs = _problems(site, lambda layout: layout["outputs_scrolling"])
+    outputs = page_problems(site, lambda layout: layout["outputs_scrolling"])
     assert not outputs, json.dumps(outputs, ensure_ascii=False, indent=1)
 
 def test_print_keeps_code_whole(site):

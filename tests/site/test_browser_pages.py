@@ -20,12 +20,12 @@ from tests.site.sitecheck import (
     PHONE_SHOTS,
     SCREENSHOTS,
     SHOWCASE,
-    _ids,
     altered_copy,
     english_ui_problems,
     exercise_pages,
     exercise_problems,
     lesson_pages,
+    page_ids,
     solution_problems,
 )
 
@@ -69,7 +69,7 @@ def test_every_internal_link_resolves(site):
             checked += 1
             if not path.is_file():
                 broken.append(f"{rel} → {target}（ファイルがない）")
-            elif fragment and path.suffix == ".html" and fragment not in _ids(path, cache):
+            elif fragment and path.suffix == ".html" and fragment not in page_ids(path, cache):
                 broken.append(f"{rel} → {target}#{fragment}（その id がない）")
             else:  # サーバも実際に返すこと
                 with urllib.request.urlopen(href.split("#")[0], timeout=10) as resp:
@@ -198,7 +198,7 @@ def test_references_are_links(site):
     assert any(h.endswith("6_2_pmap.html#sec-5") for h in migration)
     glossary_links = [h for h in site.visits[SHOWCASE].links if "/glossary.html#term-" in h]
     assert any(h.endswith("#term-collective") for h in glossary_links), glossary_links
-    ids = _ids(site.out / "glossary.html", {})
+    ids = page_ids(site.out / "glossary.html", {})
     for term in course_site.glossary_terms():
         assert course_site.term_anchor(term) in ids, term["ja"]
     assert any(h.startswith("https://arxiv.org/abs/1909.08053") for rel in lesson_pages() for h in site.visits[rel].links)

@@ -13,13 +13,13 @@ from tests.site.sitecheck import (
     COPY_COVERS_CODE,
     NEEDLESS_CARD,
     SHOWCASE,
-    _named,
-    _problems,
-    _without,
     altered_copy,
     exercise_pages,
     lesson_pages,
     measure,
+    page_named,
+    page_problems,
+    page_without,
 )
 
 pytestmark = BROWSER_MARKS
@@ -38,13 +38,13 @@ def code_break_problems(layout: dict) -> list[str]:
 
 def test_phone_copy_buttons_and_cards(site):
     """電話の幅で、コピーのボタンはコードに重ならない。カードになるのは表のままでは収まらない表だけ。"""
-    problems = _problems(site, lambda layout: copy_button_problems(layout) + card_problems(layout), widths=(390,))
+    problems = page_problems(site, lambda layout: copy_button_problems(layout) + card_problems(layout), widths=(390,))
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
     cards = sum(len(site.visits[rel].layout[390]["needless_cards"]) for rel in lesson_pages())
     assert cards == 0
 
 def test_code_spans_do_not_break_mid_word_at_1280(site):
-    problems = _problems(site, code_break_problems, widths=(1280,))
+    problems = page_problems(site, code_break_problems, widths=(1280,))
     assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 COPY_PHONE_RULE = "position: static; order: -1; "
@@ -56,25 +56,25 @@ CODE_BREAKS_CALL = "CourseUI.addCodeBreaks();"
 CODE_SPAN_RULE = "code.literal, code.literal span.pre { white-space: normal; overflow-wrap: break-word; }"
 
 def test_detects_copy_button_over_code(site, tmp_path):
-    with altered_copy(site, tmp_path, {"_static/course.css": _without(COPY_PHONE_RULE)}) as copy:
+    with altered_copy(site, tmp_path, {"_static/course.css": page_without(COPY_PHONE_RULE)}) as copy:
         layout = measure(copy.page, copy.base + SHOWCASE, 390)
-    assert len(_named(copy_button_problems(layout), COPY_COVERS_CODE)) >= 5, layout["copy_covering"]
+    assert len(page_named(copy_button_problems(layout), COPY_COVERS_CODE)) >= 5, layout["copy_covering"]
 
 def test_detects_small_table_turned_into_cards(site, tmp_path):
     pages = [rel for rel in lesson_pages() + exercise_pages()
              if site.visits[rel].layout[390].get("needless_cards") == []
              and "<table" in (site.out / rel).read_text(encoding="utf-8")]
-    with altered_copy(site, tmp_path, {"_static/course.js": _without(CARD_FIT_CHECK)}) as copy:
+    with altered_copy(site, tmp_path, {"_static/course.js": page_without(CARD_FIT_CHECK)}) as copy:
         found = [p for rel in pages for p in card_problems(measure(copy.page, copy.base + rel, 390))]
     assert found, "表のままで収まる表をカードにしても見つからない"
 
 def test_detects_code_span_broken_mid_word(site, tmp_path):
-    changes = {"_static/course.js": _without(CODE_BREAKS_CALL),
+    changes = {"_static/course.js": page_without(CODE_BREAKS_CALL),
                "_static/course.css": lambda css: css.replace(CODE_SPAN_RULE, CODE_SPAN_RULE.replace("break-word", "anywhere"))
                .replace("article td code.literal, article td code.literal span.pre, article th code.literal,", "article td x,")}
     with altered_copy(site, tmp_path, changes) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_5_summary.html", 1280)
-    assert _named(code_break_problems(layout), CODE_MIDWORD), "語の途中の折り返しが見つからない"
+    assert page_named(code_break_problems(layout), CODE_MIDWORD), "語の途中の折り返しが見つからない"
 
 ZOOM_JS = """(async () => {
     const img = document.querySelectorAll('article img.course-figure')[%d];

@@ -24,10 +24,10 @@ from tests.site.sitecheck import (
     NO_COUNT,
     SEARCH_WORDS,
     SHOWCASE,
-    _named,
-    _without,
     altered_copy,
     lesson_pages,
+    page_named,
+    page_without,
     searchable,
 )
 
@@ -89,19 +89,19 @@ def _sphinx_snippets(js: str) -> str:
 
 def test_detects_search_without_count(site, tmp_path):
     with altered_copy(site, tmp_path, {"_static/translations.js": _count_without_number}) as copy:
-        found = _named(search_problems(copy, "集団通信"), NO_COUNT)
+        found = page_named(search_problems(copy, "集団通信"), NO_COUNT)
     assert found, "件数の行を消しても見つからない"
 
 def test_detects_snippet_of_theme_chrome(site, tmp_path):
     with altered_copy(site, tmp_path, {"_static/course-search.js": _sphinx_snippets}) as copy:
-        found = _named(search_problems(copy, "shard_map"), CHROME_SNIPPET)
+        found = page_named(search_problems(copy, "shard_map"), CHROME_SNIPPET)
     assert found, "テーマの部品の抜き出しが見つからない"
 
 ONE_PER_PAGE = "Search._performSearch = (...args) => CourseSearch.onePerPage(CourseSearch.allTerms(performSearch(...args), args[1]));"
 
 def test_detects_duplicate_search_results(site, tmp_path):
-    with altered_copy(site, tmp_path, {"_static/course-search.js": _without(ONE_PER_PAGE)}) as copy:
-        found = _named(search_problems(copy, "シャーディング"), DUPLICATE_RESULT)
+    with altered_copy(site, tmp_path, {"_static/course-search.js": page_without(ONE_PER_PAGE)}) as copy:
+        found = page_named(search_problems(copy, "シャーディング"), DUPLICATE_RESULT)
     assert found, "同じページが 2 度出ても見つからない"
 
 def test_search_ranks_defining_lesson_first_and_finds_terms(site):
