@@ -24,12 +24,14 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbgrader_edition::test_grade_uses_the_installed_checks_and_flags_a_replaced_run_check",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
               "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
-              "test_own_checkout::test_pytest_refuses_to_start_when_kernels_would_import_another_checkout")
+              "test_own_checkout::test_pytest_refuses_to_start_when_kernels_would_import_another_checkout",
+              "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
 # 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
 # カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
 # （make test を 2 コアで 5 分に収めるため）
 INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone")
-INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",)
+INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
+                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",
