@@ -18,7 +18,16 @@ def search_results(site: Site, word: str) -> dict:
     site.page.wait_for("Search.title && Search.title.textContent === Documentation.gettext('Search Results')")
     site.page.wait_for("[...document.querySelectorAll('#search-results ul.search li')]"
                        ".every((li) => li.querySelector('p.context'))", 20)
-    site.page.settle(0.1)
+    # Sphinx は結果を 1 件ずつ時間をおいて足していく: 件数が 2 度続けて同じになるまで待つ（途中の一覧で数えると、
+    # 後から出る 2 度目の同じページを見落とす: fresh clone の CI で 1 度あった）
+    count = "document.querySelectorAll('#search-results ul.search li').length"
+    seen = -1
+    for _ in range(40):
+        site.page.settle(0.25)
+        now = site.page.evaluate(count)
+        if now == seen:
+            break
+        seen = now
     return site.page.evaluate("""({
         status: (Search.status && Search.status.textContent) || '',
         items: [...document.querySelectorAll('#search-results ul.search li')].map((li) => ({
