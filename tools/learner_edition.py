@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import csv
 import hashlib
@@ -44,6 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import recorded_expectations  # noqa: E402  （tools/ の隣のモジュール）
+
 PACKAGE_SUFFIXES = {".py", ".cfg", ".json", ".txt", ".toml"}  # pyproject.toml の package-data と .py
 EPOCH = (1980, 1, 1, 0, 0, 0)  # zip に書く時刻（同じ入力からは同じバイト列）
 # 本編の solutions/ への案内: 「（解答例は `solutions/….ipynb`）」の括弧と、「解答は `solutions/…` にあります。」の文を消す
@@ -80,7 +85,7 @@ def package_files() -> list[Path]:
     return sorted(p for p in (ROOT / "ch6").rglob("*")
                   if p.is_file() and p.suffix in PACKAGE_SUFFIXES and "__pycache__" not in p.parts
                   and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
-                  and p.name != "edition.json")
+                  and p.name not in ("edition.json", "recorded.json"))
 
 
 def _zipinfo(name: str) -> zipfile.ZipInfo:
@@ -94,13 +99,46 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(dest: Path, edition_info: dict) -> Path:
-    """学習者版の ch6 の wheel（純 Python、py3-none-any）を dest に書く。"""
+def _is_recorded(decorator: ast.expr) -> bool:
+    return (isinstance(decorator, ast.Name) and decorator.id == "recorded") or (
+        isinstance(decorator, ast.Attribute) and decorator.attr == "recorded")
+
+
+def strip_recorded(source: str) -> tuple[str, list[str]]:
+    """``@recorded`` の付いた関数の本体（docstring の後）を ``...`` に置き換えたソースと、その関数の名前。
+
+    学習者版では印が記録した値を引くので、本体は呼ばれません。行で切り貼りするので、ほかの行（メッセージ、
+    コメント）はそのままです。"""
+    tree = ast.parse(source)
+    found = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and any(_is_recorded(d) for d in node.decorator_list)]
+    lines = source.splitlines(keepends=True)
+    for node in sorted(found, key=lambda n: n.lineno, reverse=True):
+        body = node.body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1:
+            body = body[1:]  # docstring は残す（何を返すかの説明で、答えの行ではない）
+        first, last = body[0].lineno, node.end_lineno
+        if first == node.lineno:
+            raise ValueError(f"{node.name}: 本体が def と同じ行にあります（学習者版で消せません）")
+        indent = lines[first - 1][:len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+        lines[first - 1:last] = [f"{indent}...  # 学習者版: 値は作るときに記録したもの（ch6/recorded.json）\n"]
+    return "".join(lines), sorted(node.name for node in found)
+
+
+def build_wheel(dest: Path, edition_info: dict, records: dict | None = None) -> Path:
+    """学習者版の ch6 の wheel（純 Python、py3-none-any）を dest に書く。records（:mod:`ch6.recorded` の記録）を
+    ``ch6/recorded.json`` として入れ、``@recorded`` の付いた関数の本体を消す。"""
     project = _project()
     name, version = project["name"], project["version"]
     dist_info = f"{name}-{version}.dist-info"
     files: dict[str, bytes] = {str(p.relative_to(ROOT).as_posix()): p.read_bytes() for p in package_files()}
+    for path, data in files.items():
+        if path.endswith(".py") and b"recorded" in data:
+            stripped, _ = strip_recorded(data.decode("utf-8"))
+            files[path] = stripped.encode("utf-8")
     files["ch6/edition.json"] = (json.dumps(edition_info, ensure_ascii=False, indent=1) + "\n").encode()
+    if records is not None:
+        files["ch6/recorded.json"] = (json.dumps(records, sort_keys=True, separators=(",", ":")) + "\n").encode()
     metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
                 f"Summary: {project.get('description', '')}", f"Requires-Python: {project['requires-python']}"]
     metadata += [f"Requires-Dist: {dep}" for dep in project.get("dependencies", [])]
@@ -265,7 +303,7 @@ def build(out: Path, name: str = "ch6-learner", formats: tuple[str, ...] = ("zip
     project = _project()
     info = {"edition": "learner", "version": project["version"], "commit": _commit(),
             "repository": project["urls"]["Repository"]}
-    wheel = build_wheel(folder / "packages", info)
+    wheel = build_wheel(folder / "packages", info, recorded_expectations.expectations())
     for sub in ("notebooks", "exercises"):
         (folder / sub).mkdir()
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):

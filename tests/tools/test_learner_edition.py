@@ -106,7 +106,7 @@ def test_wheel_is_the_package_with_the_learner_marker(built):
         entry_points = zf.read(f"{dist}/entry_points.txt").decode()
     assert info["edition"] == "learner"
     package = {p.relative_to(ROOT).as_posix() for p in learner_edition.package_files()}
-    assert {n for n in names if n.startswith("ch6/")} == package | {"ch6/edition.json"}
+    assert {n for n in names if n.startswith("ch6/")} == package | {"ch6/edition.json", "ch6/recorded.json"}
     assert "ch6/checks/s6_1/ensemble_sgd_step.py" in package  # チェックは入る（採点に要る）。読み込みは見張りが止める
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert [ln.removeprefix("Requires-Dist: ") for ln in metadata.splitlines() if ln.startswith("Requires-Dist")] \

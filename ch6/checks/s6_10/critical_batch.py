@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from ...checking import Fail, LearnerError, call_within, exercise
+from ...recorded import recorded
 from .common import exercise_rng, whole_number
 
 # 必須: 2·B·N / flops >= (w·N + B·context·kv) / hbm_bw を満たす最小の整数 B >= 1。なければ None。
@@ -25,10 +26,13 @@ SMALL = (1e9, 2, 1000.0, 128, 1e12, 4e12)
 # 1 回の呼び出しの制限時間（秒）。B を 1 から順に試す答えは LARGE（約 300 万）でも数秒で返る。None の組で
 # 止まらないループ（差が 0 以下かを先に調べない）は、ここで打ち切ってそう言う（ノートブックが止まらないように）
 LIMIT_S = 30.0
+# 誤りの形（_answer への引数。"ctx" はその組の context）: プリフィルの形、KV なし、リッジポイント、重みを N のまま
+MISTAKE_ARGS = (dict(tokens="ctx"), dict(with_kv=False), dict(with_kv=False, weight=2), dict(weight=1))
 LATE = (f"隠しの組の 1 つで、{LIMIT_S:.0f} 秒たっても返りませんでした。1 行の計算の時間が 1 行の KV を読む時間以下の組は"
         " B をいくら増やしても計算律速にならないので、ループの前にそれを調べて None を返します。")
 
 
+@recorded
 def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
     """compute_per_row·B >= mem_fixed + mem_per_row·B の最小の整数 B >= 1（なければ None）。"""
     gain = compute_per_row - mem_per_row
@@ -37,6 +41,7 @@ def _smallest(compute_per_row: float, mem_fixed: float, mem_per_row: float):
     return max(1, math.ceil(mem_fixed / gain))
 
 
+@recorded
 def _answer(n, w, kv, ctx, flops, bw, *, tokens=1, with_kv=True, weight=None):
     per_row = 2 * n * tokens / flops
     mem_row = (tokens * ctx * kv / bw) if with_kv else 0.0
@@ -67,27 +72,30 @@ def _cases():
 @exercise("6.10-2", "decode_critical_batch")
 def check_decode_critical_batch(fn):
     cases = _cases()
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    want = [_answer(*c) for c in cases]
+    alts = [[_answer(*c, **{k: (c[3] if v == "ctx" else v) for k, v in kw.items()}) for c in cases]
+            for kw in MISTAKE_ARGS]
+    tie = _answer(*TIE)
     got = []
     for n, w, kv, ctx, flops, bw in cases:
         value = call_within(LIMIT_S, fn, n, w, kv, ctx, flops, bw, late=LATE)
         got.append(None if value is None else whole_number(value, "decode_critical_batch の戻り値"))
-    want = [_answer(*c) for c in cases]
     if got == want:
-        _check_tie(fn)
+        _check_tie(fn, tie)
         return (f"隠しのモデルとチップ {len(cases) + 1} 通りで、計算律速になる最小のバッチが一致しました。"
                 "計算律速にならない組、差がちょうど 0 の組、等号で決まる組、答えが約 300 万の組、答えが 1 の組を含みます。")
     mistakes = [
-        (dict(tokens="ctx"), "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
+        (MISTAKE_ARGS[0], "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
                              "FLOP は 2·B·N、読む KV は B·context·kv です。B·context トークン分の計算はしません。"),
-        (dict(with_kv=False), "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
+        (MISTAKE_ARGS[1], "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
                               "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
-        (dict(with_kv=False, weight=2), "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"
+        (MISTAKE_ARGS[2], "リッジポイント flops / hbm_bw をそのまま使っています。重みの 1 値のバイト w と"
                                         " KV キャッシュの読み込みを入れて、2·B·N / flops と比べます。"),
-        (dict(weight=1), "重みのバイトを N（パラメータの数）のまま数えています。1 値が w バイトなので、"
+        (MISTAKE_ARGS[3], "重みのバイトを N（パラメータの数）のまま数えています。1 値が w バイトなので、"
                          "メモリの時間の重みの項は w·N / hbm_bw です。"),
     ]
-    for kw, text in mistakes:
-        alt = [_answer(*c, **{k: (c[3] if v == "ctx" else v) for k, v in kw.items()}) for c in cases]
+    for (_, text), alt in zip(mistakes, alts):
         if got == alt:
             raise Fail(text)
     k = next(i for i, (g, x) in enumerate(zip(got, want)) if g != x)
@@ -112,9 +120,9 @@ def check_decode_critical_batch(fn):
                "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解いてください。")
 
 
-def _check_tie(fn) -> None:
+def _check_tie(fn, tie) -> None:
     """1 行の計算と KV の読み込みがちょうど等しい組: None（< 0 で比べると 0 で割る、または巨大な B を返す）。"""
-    assert _answer(*TIE) is None
+    assert tie is None
     try:
         value = call_within(LIMIT_S, fn, *TIE, late=LATE)
     except LearnerError as err:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from ...checking import Fail, call, exercise
+from ...recorded import recorded
 from .common import exercise_rng, kv_bytes_per_seq, whole_number
 
 # 必須: 重み + B × (1 系列のキャッシュ) <= hbm_bytes となる最大の整数 B（等号は収まる）。重みだけで超えるなら 0。
 # キャッシュは 層 × 2（K と V）× KV ヘッド × ヘッドの次元 × 長さ × 1 値のバイト。
 
 
+@recorded
 def _answer(model, seq_len, bytes_per_value, weight_bytes, hbm_bytes, **kw) -> int:
     per_seq = kv_bytes_per_seq(model, seq_len, bytes_per_value, **kw)
     return max(0, int((hbm_bytes - weight_bytes) // per_seq))
@@ -54,11 +56,15 @@ _MISTAKES = [
 @exercise("6.10-1", "max_batch")
 def check_max_batch(fn):
     cases = _cases()
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    want = [_answer(*c) for c in cases]
+    alts = [[_answer(*c, **kw) for c in cases] for kw, _ in _MISTAKES]
+    longer = [_answer(m, s + 1, b, weight, hbm) for m, s, b, weight, hbm in cases]
+    recounted = [_answer(m, s, b, m["n_params"] * b, hbm) for m, s, b, _, hbm in cases]
     got = []
     for model, seq, bpv, weight, hbm in cases:
         value = call(fn, dict(model), seq, bpv, weight, hbm)
         got.append(whole_number(value, "max_batch の戻り値"))
-    want = [_answer(*c) for c in cases]
     if got == want:
         return f"隠しのモデルとチップ {len(cases)} 通り（ちょうど満杯、重みだけで超える組を含む）で、最大のバッチが一致しました。"
     # 取り違えは重みが収まる組だけで比べる（重みだけで超える組の答え方は、下で別に名指しする）
@@ -66,10 +72,10 @@ def check_max_batch(fn):
 
     def same(alt) -> bool:
         return [got[i] for i in fits] == [alt[i] for i in fits]
-    for kw, text in _MISTAKES:
-        if same([_answer(*c, **kw) for c in cases]):
+    for (_, text), alt in zip(_MISTAKES, alts):
+        if same(alt):
             raise Fail(text)
-    if same([_answer(m, s + 1, b, weight, hbm) for m, s, b, weight, hbm in cases]):
+    if same(longer):
         raise Fail("長さを seq_len + 1 で数えたので、1 系列のキャッシュが 1 位置分大きくなっています。"
                    "キャッシュが持つ位置は seq_len 個なので、長さは seq_len のまま掛けます。")
     if same([int(hbm // kv_bytes_per_seq(m, s, b)) for m, s, b, _, hbm in cases]):
@@ -77,7 +83,7 @@ def check_max_batch(fn):
     if same([int(hbm // (weight + kv_bytes_per_seq(m, s, b))) for m, s, b, weight, hbm in cases]):
         raise Fail("重みを系列ごとに足しています。重みはバッチの系列が共有して 1 回だけ載るので、"
                    "B は (hbm_bytes − weight_bytes) // (1 系列のキャッシュのバイト) です。")
-    if same([_answer(m, s, b, m["n_params"] * b, hbm) for m, s, b, _, hbm in cases]):
+    if same(recounted):
         raise Fail("重みのバイトを n_params × bytes_per_value で数え直しています。重みとキャッシュの 1 値のバイトは違う"
                    "ことがあるので、重みのバイトは引数の weight_bytes を使います。")
     k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)

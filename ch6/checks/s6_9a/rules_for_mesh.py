@@ -15,11 +15,13 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...lm import Config, logical_axes, to_mesh_spec
+from ...recorded import recorded
 from .common import exercise_rng
 
 AXES = ("data", "fsdp", "tensor")
 
 
+@recorded
 def reference(config: Config, mesh) -> dict:
     t, f = mesh.shape["tensor"], mesh.shape["fsdp"]
     rules = {"batch": ("data", "fsdp")}
@@ -136,7 +138,8 @@ def cases(r):
 def check_make_rules(fn):
     r = exercise_rng(1)
     hidden = cases(r)
-    for label, config, mesh in hidden:
+    refs = [reference(config, mesh) for _, config, mesh in hidden]  # 学習者を呼ぶ前に（学習者版では記録した値）
+    for (label, config, mesh), ref in zip(hidden, refs):
         rules = _rules_dict(call(fn, config, mesh), label)
         batch = to_mesh_spec(("batch",), rules, mesh) if "batch" in rules else None
         batch_axes = () if not batch or batch[0] is None else ((batch[0],) if isinstance(batch[0], str) else batch[0])
@@ -148,11 +151,10 @@ def check_make_rules(fn):
             raise Fail(f"{label}: バッチは data と fsdp の順に分割する決まりですが、規則の batch は"
                        f" {rules.get('batch')!r} でした。")
         got = per_device_elements(rules, config, mesh, label)
-        want = per_device_elements(reference(config, mesh), config, mesh, label)
+        want = per_device_elements(ref, config, mesh, label)
         more = [name for name in want if got[name] > want[name]]
         if more:
             hint = ""
-            ref = reference(config, mesh)
             unsplit = [k for k in ("embed", "heads", "head_dim", "mlp", "vocab")
                        if k in ref and to_mesh_spec((k,), rules, mesh) != to_mesh_spec((k,), ref, mesh)]
             if unsplit == ["head_dim"]:
@@ -162,15 +164,14 @@ def check_make_rules(fn):
                         f"{'・'.join(sorted({ref[k] for k in unsplit}))} の大きさで割り切れるので分割できます。")
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
-        _promised_axes(rules, config, mesh, label)
+        _promised_axes(rules, ref, config, mesh, label)
     return (f"隠しの {len(hidden)} つの設定とメッシュで、どのパラメータも配置でき、論理軸ごとの分割が問題文と"
             "一致しました。")
 
 
-def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
+def _promised_axes(rules: dict, ref: dict, config: Config, mesh, label: str) -> None:
     """要素数が同じでも約束と違う分割（heads の代わりに head_dim、約束より多くの軸、約束にない論理軸）を、
     論理軸ごとに名前を挙げて不正解にする。大きさ 1 のメッシュ軸は書いても書かなくても同じ（to_mesh_spec が省く）。"""
-    ref = reference(config, mesh)
     used = dict.fromkeys(name for _, spec in _leaves(logical_axes(config)) for name in spec if name)
     for name in sorted(used, key=lambda n: n != "head_dim"):  # heads の代わりの head_dim は、その名前で先に
         got, want = to_mesh_spec((name,), rules, mesh), to_mesh_spec((name,), ref, mesh)
@@ -180,7 +181,7 @@ def _promised_axes(rules: dict, config: Config, mesh, label: str) -> None:
         w = want[0] if len(want) else None
         if name == "head_dim" and ref.get("heads") == "tensor":
             raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
-                       "分割できないときだけの決まりです（head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります）。")
+                       "分割できないときだけの決まりです。head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります。")
         if w is None:
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、問題文ではこの設定とメッシュで {name} は分割しません"
                        "（複製）。問題文にない分割は、学習ステップの通信の形を変えます。")

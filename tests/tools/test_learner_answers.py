@@ -1,0 +1,161 @@
+"""学習者版に解答の行がない（issue 47 の 4）: 作った学習者版のすべての文字のファイル（wheel の中も）で、
+solutions/ の解答のすべての行を探す。
+
+**数える行。** solutions/*.ipynb の ``### BEGIN SOLUTION`` と ``### END SOLUTION`` の間の行を、字下げと行末の
+コメント（``  #`` から後）を外して比べます。数えないのは、どの Python のプログラムにもある行です: 空行、
+コメントだけの行、12 文字未満の行（``else:``、``best = None``、``x = x + 1`` など）、``return`` と名前・定数
+だけの行（``return rules``、``return None, None``）、かっこだけの行。
+
+**見せてよい行。** 学習者版がわざと見せるものにある行は、答えではありません: 本編（notebooks/）、演習の
+ノートブック（exercises/、解答を外して作ったもの）、講座のライブラリ（wheel の ``ch6/`` のうち ``ch6/checks/``
+の外: 本編が読み込んで使い、問題文が「本編の ``serving.quantize_int8`` を自分で書きます」のように名を挙げます）。
+それ以外の場所（チェック ``ch6/checks/``、記録 ``ch6/recorded.json``、README、Makefile…）に解答の行が
+あれば、答えが配られています。
+
+チェックの参照の実装は ``@recorded``（:mod:`ch6.recorded`）で記録した値に置き換わります。まだ置き換えていない
+チェックの行は ``NOT_YET`` に理由と並べ、それ以外の行が見つかれば失敗します（``NOT_YET`` の行がなくなったら、
+そこからも消すこと: 消し忘れも失敗にします）。
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import learner_edition  # noqa: E402
+
+BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)\n\s*### END SOLUTION", re.S)
+MIN_CHARS = 12
+TRIVIAL = re.compile(r"^(return( [\w.]+(, [\w.]+)*)?|[\[\](){},]+|pass|break|continue|\.\.\.)$")
+
+# まだ記録に置き換えていないチェックに残る解答の行: (wheel の中のファイル, 行) → なぜ残るか
+_LATER = "まだ記録に置き換えていない（issue 47 の 4 の続き）"
+NOT_YET: dict[tuple[str, str], str] = {
+    ("ch6/checks/s6_11a/decode_gap.py", 'bound = decode_run["read"] / bandwidth'): _LATER,
+    ("ch6/checks/s6_11a/roofline_group.py", "for op in prof.ops:"): _LATER,
+    ("ch6/checks/s6_11a/roofline_group.py", 'g["flops"] += op.flops or 0'): _LATER,
+    ("ch6/checks/s6_11b/bucket_exposure.py", "return end - t_backward"): _LATER,
+    ("ch6/checks/s6_6/global_batch.py", "pad = rows - x.shape[0]"): _LATER,
+    ("ch6/checks/s6_6/global_batch.py", "sharding = NamedSharding(mesh, P(axis))"): _LATER,
+    ("ch6/checks/s6_6/global_batch.py", "size = mesh.shape[axis]"): _LATER,
+    ("ch6/checks/s6_6/rows_to_load.py",
+     "for device, index in sharding.devices_indices_map(tuple(global_shape)).items():"): _LATER,
+    ("ch6/checks/s6_6/rows_to_load.py", "if owner[device.id] == process:"): _LATER,
+    ("ch6/checks/s6_6/rows_to_load.py", "return sorted(rows)"): _LATER,
+    ("ch6/checks/s6_7/common.py", "def body(total, mb):"): _LATER,
+    ("ch6/checks/s6_7/common.py",
+     "micro = jax.tree.map(lambda a: a.reshape(k, a.shape[0] // k, *a.shape[1:]), batch)"): _LATER,
+    ("ch6/checks/s6_7/common.py", "zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))"): _LATER,
+    ("ch6/checks/s6_7/remat_budget.py", "loss = make_loss(policy)"): _LATER,
+    ("ch6/checks/s6_8a/bubble_microbatches.py", "if n_stages == 1:"): _LATER,
+    ("ch6/checks/s6_8b/moe_capacity.py", "groups, tokens, k = ids.shape"): _LATER,
+    ("ch6/checks/s6_9b/epoch_rows.py", "per = batch // process_count"): _LATER,
+    ("ch6/checks/s6_9b/restore_mesh.py", "mgr = train.manager(directory)"): _LATER,
+}
+
+
+def _clean(line: str) -> str:
+    return line.split("  #")[0].strip()
+
+
+def solution_lines() -> dict[str, str]:
+    """数える解答の行 → その解答のノートブック（最初に出たもの）。"""
+    out: dict[str, str] = {}
+    for sol in sorted((ROOT / "solutions").glob("*.ipynb")):
+        for cell in json.loads(sol.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for m in BLOCK.finditer("".join(cell["source"])):
+                for raw in m.group(1).splitlines():
+                    line = _clean(raw)
+                    if line and not line.startswith("#") and len(line) >= MIN_CHARS and not TRIVIAL.match(line):
+                        out.setdefault(line, sol.stem)
+    return out
+
+
+def _lines(text: str) -> set[str]:
+    return {_clean(ln) for ln in text.splitlines()}
+
+
+def _notebook_text(path: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
+
+
+def scan(folder: Path) -> tuple[dict[tuple[str, str], str], set[str]]:
+    """学習者版のフォルダで見つかった解答の行 {(ファイル, 行): ノートブック} と、見せてよい場所にある解答の行。"""
+    wanted = solution_lines()
+    shown: set[str] = set()
+    texts: dict[str, str] = {}
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or ".git" in p.relative_to(folder).parts:
+            continue
+        rel = p.relative_to(folder).as_posix()
+        if p.suffix == ".whl":
+            with zipfile.ZipFile(p) as zf:
+                for name in zf.namelist():
+                    text = zf.read(name).decode("utf-8")
+                    if name.startswith("ch6/") and not name.startswith("ch6/checks/") and name.endswith(".py"):
+                        shown |= _lines(text)
+                    else:
+                        texts[name] = text
+        elif rel.startswith(("notebooks/", "exercises/")) and p.suffix == ".ipynb":
+            shown |= _lines(_notebook_text(p))
+        else:
+            texts[rel] = p.read_text(encoding="utf-8")
+    found = {(name, line): nb for name, text in texts.items() for line in _lines(text) & set(wanted)
+             if line not in shown for nb in [wanted[line]]}
+    return found, shown & set(wanted)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return learner_edition.build(tmp_path_factory.mktemp("learner"), formats=())
+
+
+def test_no_solution_line_in_the_learner_edition(built):
+    found, shown = scan(built.folder)
+    counted = solution_lines()
+    print(f"\n解答の行 {len(counted)} 行のうち、学習者版の配布物に見つかった行 {len(found)}"
+          f"（見せてよい本編・演習・ライブラリにある行 {len(shown)}）")
+    for (name, line), nb in sorted(found.items()):
+        print(f"  {name}: {line}  ← {nb}")
+    unexpected = {k: v for k, v in found.items() if k not in NOT_YET}
+    assert not unexpected, f"解答の行が学習者版にあります: {sorted(unexpected)}"
+    assert not set(NOT_YET) - set(found), f"もう見つからない行を NOT_YET から消してください: {sorted(set(NOT_YET) - set(found))}"
+
+
+def test_the_scan_sees_a_planted_answer(built, tmp_path):
+    """見張りの見張り: 解答の 1 行を README に書いた学習者版では、その行が見つかる。"""
+    line = next(ln for ln in solution_lines() if "rules" in ln and "fsdp" in ln)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "README.md").write_text(f"# x\n    {line}  # 行末のコメント\n", encoding="utf-8")
+    found, _ = scan(copy)
+    assert ("README.md", line) in found
+
+
+def test_recorded_bodies_are_gone_from_the_wheel(built):
+    """@recorded の付いた参照の実装は、wheel では本体がなく、記録（ch6/recorded.json）がその名前を持つ。"""
+    with zipfile.ZipFile(built.wheel) as zf:
+        records = json.loads(zf.read("ch6/recorded.json"))
+        stripped = {}
+        for name in zf.namelist():
+            if name.startswith("ch6/checks/") and name.endswith(".py"):
+                source = (ROOT / name).read_text(encoding="utf-8")
+                _, names = learner_edition.strip_recorded(source)
+                if names:
+                    stripped[name] = names
+                    assert zf.read(name).decode("utf-8") == learner_edition.strip_recorded(source)[0]
+    assert {"ch6/checks/s6_9a/rules_for_mesh.py", "ch6/checks/s6_10/max_batch.py",
+            "ch6/checks/s6_10/critical_batch.py"} <= set(stripped)
+    for path, names in stripped.items():
+        module = path.removesuffix(".py").replace("/", ".")
+        for name in names:
+            assert records.get(f"{module}.{name}"), f"{module}.{name} の記録がありません"
