@@ -10,6 +10,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tools"))
 
+from jax_api import footer_note  # noqa: E402
 from nbtemplate import repo_url  # noqa: E402
 
 project = "JAX 第 6 章ハンズオン"
@@ -75,6 +76,7 @@ html_theme_options = {
         f"<p>© {author}。講座の版 {COURSE_VERSION}（JAX {JAX_PIN} で実行した出力）。"
         + (f'ライセンス：<a href="{repo_url()}/blob/main/{LICENSE}">{LICENSE}</a>。' if LICENSE
            else "ライセンス：まだ決まっていません（リポジトリにライセンスのファイルがありません）。")
-        + f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。</p>'
+        + f'講座のソース・ノートブック・課題の報告は <a href="{repo_url()}">GitHub のリポジトリ</a>にあります。'
+        + footer_note(JAX_PIN) + "</p>"
     ),
 }

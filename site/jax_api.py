@@ -18,6 +18,10 @@ import re
 import sys
 from pathlib import Path
 
+# docs.jax.dev は最新の JAX の文書だけを公開していて、版ごとの住所（/en/jax-v0.12.0/ など）はありません。JAX の保守者の
+# 説明（https://github.com/jax-ml/jax/issues/22709 、2024-07）：版ごとの文書は試したが、古い版の文書を作り直せず、検索
+# エンジンが古い版を出して混乱したのでやめた。だからリンクは固定した JAX（requirements.txt）ではなく最新の文書へ行き、
+# サイトのフッタがそう書きます（footer_note）。版ごとの文書ができたら、ここを requirements.txt の版から作ります
 BASE = "https://docs.jax.dev/en/latest/"
 TABLE = Path(__file__).with_name("jax_api.txt")
 # 講座が使う短い名前（import jax.numpy as jnp、from jax import lax）
@@ -124,6 +128,12 @@ def url(name: str) -> str | None:
             return BASE + (page or f"_autosummary/{key}.html")
         parts.pop()
     return None
+
+
+def footer_note(pin: str) -> str:
+    """サイトのフッタの 1 文：API 名のリンクは最新の JAX の文書へ行き、講座が固定した JAX（pin）とは違うことがある。"""
+    return (f'本文の API 名のリンクは JAX の最新の文書（<a href="{BASE}">docs.jax.dev</a>）へ行きます。'
+            f"JAX は版ごとの文書を公開していないので、講座の JAX {pin} と違うところがあるかもしれません。")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -218,7 +218,8 @@ def test_screenshots(site):
         assert data.startswith(b"\x89PNG") and len(data) > 20_000, shot.name
 
 def footer_problems(out: Path) -> list[str]:
-    """どのページのフッタにも：講座の版、固定した JAX、ライセンスの行。作者が GitHub の短い名前（slug）でない。"""
+    """どのページのフッタにも：講座の版、固定した JAX、ライセンスの行、API のリンクが最新の文書へ行くこと。作者が
+    GitHub の短い名前（slug）でない。"""
     import tomllib
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
@@ -231,7 +232,7 @@ def footer_problems(out: Path) -> list[str]:
             continue
         html = path.read_text(encoding="utf-8")
         footer = html[html.find("bd-footer-content"):] if "bd-footer-content" in html else ""
-        for needed in (f"講座の版 {version}", f"JAX {pin}", "ライセンス"):
+        for needed in (f"講座の版 {version}", f"JAX {pin}", "ライセンス", "最新の文書"):
             if needed not in footer:
                 problems.append(f"{rel}: フッタに「{needed}」がない")
         if re.search(rf"©\s*{re.escape(slug)}", footer):

@@ -294,6 +294,21 @@ def test_api_names_map_to_the_reference():
     assert jax_api.NAME.findall("docs.jax.dev、jaxpr.eqns、self.lax.psum") == []
 
 
+def test_api_links_go_to_the_latest_docs_and_the_footer_says_so():
+    """docs.jax.dev に版ごとの住所はない（jax-ml/jax#22709）：リンクは /en/latest/ で、フッタが固定した JAX と違い
+    うることを言う。固定した版は requirements.txt から（conf.JAX_PIN）。"""
+    import conf
+    import jax_api
+
+    assert jax_api.BASE == "https://docs.jax.dev/en/latest/"
+    pin = next(ln.split("==")[1].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()
+               if ln.startswith("jax=="))
+    assert conf.JAX_PIN == pin
+    note = jax_api.footer_note(pin)
+    assert "最新の文書" in note and f"JAX {pin}" in note and jax_api.BASE in note
+    assert note in conf.html_theme_options["extra_footer"]
+
+
 def test_api_table_is_read_from_the_jax_docs(tmp_path):
     import jax_api
 
