@@ -6,6 +6,7 @@
  * - 列の多い表（3 列以上）で電話の幅に収まらないものに course-stack と、各セルに列の見出し（data-label）：1 行 1 枚のカードに
  * - 拡大した図はまず画面に収め（クリックで原寸）、ブラウザの「戻る」は拡大を閉じるだけ
  * - 電話の幅では、用語のリンクをタップすると定義をその場に出す。本文のコードは . _ ( などの後ろでだけ折り返す
+ * - 電話の幅の表のセルの識別子のコードは、表が列に収まるかぎり 2 行に分けない（course-whole）
  * - レッスンのリンクの行に「印刷・PDF」ボタン（印刷用のスタイルはコードを折り返して切らない）
  */
 "use strict";
@@ -159,6 +160,22 @@ const CourseUI = {
     });
   },
 
+  // 電話の幅で表のまま残る表（2 列の表、収まる小さな表）のセルの識別子のコードは、表が列に収まるかぎり 2 行に
+  // 分けない（印 course-whole：CSS が折り返しと wbr を止める）。6.7 の 4.6 節の表が print_saved_ / residuals に
+  // 分かれていた。列に収まらない長い名前（jax.debug.visualize_array_sharding）は . _ ( の後ろで折り返したまま
+  keepCodeWhole() {
+    const codes = [...document.querySelectorAll("article td code.literal, article th code.literal")];
+    codes.forEach((code) => code.classList.remove("course-whole"));
+    if (!window.matchMedia(CourseUI.PHONE).matches) return;
+    for (const code of codes) {
+      const table = code.closest("table");
+      if (table.classList.contains("course-stack") || /\s/.test(code.textContent.trim())
+          || code.getClientRects().length < 2) continue;
+      code.classList.add("course-whole");
+      if (table.getBoundingClientRect().width > table.parentElement.clientWidth + 1) code.classList.remove("course-whole");
+    }
+  },
+
   // 本文のコード（`jax.sharding.NamedSharding`）は、. _ ( , / の後ろでだけ折り返す（語の途中で切らない）
   addCodeBreaks() {
     document.querySelectorAll("article code.literal:not(pre code)").forEach((code) => {
@@ -248,7 +265,13 @@ document.addEventListener("DOMContentLoaded", () => {
   CourseUI.addCodeBreaks();
   CourseUI.measurePrintedTables();
   CourseUI.stackTables();
-  window.matchMedia(CourseUI.PHONE).addEventListener("change", () => CourseUI.stackTables());
+  CourseUI.keepCodeWhole();
+  window.matchMedia(CourseUI.PHONE).addEventListener("change", () => {
+    CourseUI.stackTables();
+    CourseUI.keepCodeWhole();
+  });
+  // 字の幅は字体が読み込まれてから決まる
+  if (document.fonts) document.fonts.ready.then(() => CourseUI.keepCodeWhole());
   CourseUI.addTermNotes();
   CourseUI.addPrintButton();
   CourseUI.addPageToc();

@@ -153,6 +153,8 @@ NEEDLESS_CARD = "表のままで収まるのにカードになった表"
 
 CODE_MIDWORD = "語の途中で折り返す本文のコード"
 
+TABLE_CODE_SPLIT = "電話の幅の表のセルで 2 行に分かれる名前のコード"
+
 def measure(page: Page, url: str, width: int) -> dict:
     """url を幅 width で開いて LAYOUT_JS で測る（600 px より狭ければ電話として）。"""
     page.set_viewport(width, 844 if width < 600 else 900, mobile=width < 600)

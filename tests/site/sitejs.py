@@ -150,6 +150,20 @@ LAYOUT_JS = r"""(async () => {
       }
     }
   }
+  // 表（カードでない表）のセルの中で 2 行に分かれる識別子のコード（`print_saved_residuals` が print_saved_ / residuals）。
+  // . _ ( の後ろの折り返し（wbr）でも、表の列では名前が読めなくなる（6.7 の 4.6 節の 2 列の表）。名前を 1 行にしても
+  // 表が列に収まるものだけ（収まらない長い名前は折り返すほかない）。1 行にするのはここで直接（style）試す
+  out.table_code_split = [];
+  for (const code of art.querySelectorAll("td code.literal, th code.literal")) {
+    const table = code.closest("table");
+    if (table.closest(".course-stack") || /\s/.test(code.textContent.trim()) || code.getClientRects().length < 2) continue;
+    const parts = [code, ...code.querySelectorAll("*")];
+    const saved = parts.map((el) => el.getAttribute("style"));
+    parts.forEach((el) => { el.style.whiteSpace = "nowrap"; if (el.tagName === "WBR") el.style.display = "none"; });
+    const fits = table.getBoundingClientRect().width <= table.parentElement.clientWidth + 1;
+    parts.forEach((el, i) => saved[i] === null ? el.removeAttribute("style") : el.setAttribute("style", saved[i]));
+    if (fits) out.table_code_split.push(`${code.textContent.trim().slice(0, 60)}（${short(code.closest("tr")).slice(0, 40)}）`);
+  }
   return out;
 })()"""
 

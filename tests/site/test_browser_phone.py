@@ -1,5 +1,6 @@
-"""電話の幅（issue 48）：コピーのボタンがコードに重ならない、収まる表はカードにしない、拡大した図が画面に収まり
-「戻る」で閉じる、用語の定義がタップで出る。1280 px で本文のコードが語の途中で折り返さない。欠陥を戻すと見つかること。
+"""電話の幅（issue 48）：コピーのボタンがコードに重ならない、収まる表はカードにしない、表のセルの名前が 2 行に
+分かれない、拡大した図が画面に収まり「戻る」で閉じる、用語の定義がタップで出る。1280 px で本文のコードが語の途中で
+折り返さない。欠陥を戻すと見つかること。
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tests.site.sitecheck import (
     COPY_COVERS_CODE,
     NEEDLESS_CARD,
     SHOWCASE,
+    TABLE_CODE_SPLIT,
     altered_copy,
     exercise_pages,
     lesson_pages,
@@ -35,6 +37,15 @@ def card_problems(layout: dict) -> list[str]:
 
 def code_break_problems(layout: dict) -> list[str]:
     return [f"{CODE_MIDWORD}: {text}" for text in layout["code_midword"]]
+
+def table_code_problems(layout: dict) -> list[str]:
+    return [f"{TABLE_CODE_SPLIT}: {text}" for text in layout["table_code_split"]]
+
+def test_table_identifiers_stay_whole_on_a_phone(site):
+    """電話の幅で表のまま残る表のセルの名前（`print_saved_residuals`、`memory_analysis()`）は、1 行にしても表が列に
+    収まるかぎり 2 行に分かれない（6.7 の 4.6 節の 2 列の表が print_saved_ / residuals に分かれていた）。"""
+    problems = page_problems(site, table_code_problems, widths=(390,))
+    assert not problems, json.dumps(problems, ensure_ascii=False, indent=1)
 
 def test_phone_copy_buttons_and_cards(site):
     """電話の幅で、コピーのボタンはコードに重ならない。カードになるのは表のままでは収まらない表だけ。"""
@@ -75,6 +86,16 @@ def test_detects_code_span_broken_mid_word(site, tmp_path):
     with altered_copy(site, tmp_path, changes) as copy:
         layout = measure(copy.page, copy.base + "notebooks/6_5_summary.html", 1280)
     assert page_named(code_break_problems(layout), CODE_MIDWORD), "語の途中の折り返しが見つからない"
+
+KEEP_CODE_WHOLE_CALL = "  CourseUI.keepCodeWhole();\n"
+
+def test_detects_identifier_split_in_a_table_cell(site, tmp_path):
+    changes = {"_static/course.js": lambda js: js.replace(KEEP_CODE_WHOLE_CALL, "")
+               .replace("document.fonts.ready.then(() => CourseUI.keepCodeWhole())", "null")}
+    with altered_copy(site, tmp_path, changes) as copy:
+        layout = measure(copy.page, copy.base + "notebooks/6_7_cost_memory.html", 390)
+    found = page_named(table_code_problems(layout), TABLE_CODE_SPLIT)
+    assert any("print_saved_residuals" in p for p in found), found
 
 ZOOM_JS = """(async () => {
     const img = document.querySelectorAll('article img.course-figure')[%d];
