@@ -150,12 +150,18 @@ def writes(nb: nbformat.NotebookNode) -> str:
 
 
 def write(nb: nbformat.NotebookNode, path: str | os.PathLike) -> None:
-    """写しに書き終えてから置き換える（os.replace）。同じときに読むもの（サイトを作る・テスト・JupyterLab）が、
-    書きかけや空のノートブックを読まない（write_text は先にファイルを空にする）。"""
+    """写しに書き終えてから置き換える（write_text）。同じときに読むもの（サイトを作る・テスト・JupyterLab）が、
+    書きかけや空のノートブックを読まない。"""
+    write_text(path, writes(nb))
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """text を写しに書き終えてから置き換える（os.replace）。Path.write_text は先にファイルを空にするので、同じときに
+    読むものが空や書きかけのファイルを読むことがある。"""
     target = Path(path).resolve()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(writes(nb), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -61,12 +61,15 @@ def restamp(text: str) -> str:
 
 
 def stamp(path: Path) -> bool:
-    """README の住所、ノートブックのリンクと最初のコードセル（setup_cell()）を揃える。変えたら True。"""
+    """README の住所、ノートブックのリンクと最初のコードセル（setup_cell()）を揃える。変えたら True。
+    書き込みは写しに書いてから置き換えます（ch6.nbrun）：同じときに読むものが空のファイルを読まない。"""
+    from ch6.nbrun import write, write_text
+
     if path.suffix != ".ipynb":
         old = path.read_text(encoding="utf-8")
         new = restamp(old)
         if new != old:
-            path.write_text(new, encoding="utf-8")
+            write_text(path, new)
         return new != old
     import nbformat
 
@@ -80,7 +83,7 @@ def stamp(path: Path) -> bool:
     if first is not None and first.source != setup_cell():
         first.source, changed = setup_cell(), True
     if changed:
-        path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+        write(nb, path)
     return changed
 
 
