@@ -27,7 +27,8 @@ solutions/ の各ノートブックのコードセルを 1 つの名前空間で
 8 デバイスで見抜いた変異体が少ないデバイスで生き残ってよいのは、そのときの ✅ の行が ``ch6.checking.cannot_tell``
 の句（``CANNOT_TELL``）で確かめられないと断るときか、等価の表に「演習 @数」で書いたときだけです。
 
-演算子を足すには、tools/mutation/operators.py に ``@operator(節の型)`` をつけた関数を 1 つ書きます（CONTRIBUTING.md）。
+演算子を足すには、tools/mutation/value_operators.py（値を壊す）か means_operators.py（値を保って手段を変える）に
+``@operator(節の型)`` をつけた関数を 1 つ書きます（CONTRIBUTING.md）。
 コードはパッケージ tools/mutation/ にあり（1 つのモジュールに 1 つの仕事: その __init__.py）、ここはコマンドの入口です。
 """
 from __future__ import annotations

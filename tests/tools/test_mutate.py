@@ -260,7 +260,7 @@ def test_mutation_score(outcomes_at_8, record_property):
     assert not weak, f"exercises whose own mutants score below {MIN_SCORE:.0%}: {weak}\n{text}"
     few = mutate.too_few(outcomes)
     assert not few, (f"exercises with fewer than {mutate.MIN_MUTANTS} mutants and no '(few mutants)' reason in "
-                     f"tools/mutants_equivalent.txt (add operators to tools/mutation/operators.py or give the reason): {few}\n{text}")
+                     f"tools/mutants_equivalent.txt (add operators to tools/mutation/value_operators.py or means_operators.py, or give the reason): {few}\n{text}")
     missing = {(ex, op) for ex, ops in MEANS_REQUIRED.items() for op in ops
                if not any(o.exercise == ex and o.operator == op and o.killed for o in outcomes)}
     assert not missing, (f"exercises whose statement requires a collective or a transform, without a killed mutant "

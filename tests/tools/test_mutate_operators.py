@@ -1,4 +1,4 @@
-"""変異の演算子（tools/mutation/operators.py の OPERATORS）: どの演算子にも 1 行の説明と、変異体を作る例があること。
+"""変異の演算子（tools/mutation/operators.py の OPERATORS。演算子は value_operators.py と means_operators.py）: どの演算子にも 1 行の説明と、変異体を作る例があること。
 ここは JAX を読み込まない速いテストです（演算子が作るソースだけを見ます）。値を保つ置き換えの関数が元の演算と
 同じ値を返すことと、全変異体のスコアは tests/tools/test_mutate.py（遅いテスト）が確かめます。
 """

@@ -3,7 +3,8 @@
 1 つのモジュールに 1 つの仕事:
 
 - ``ast_edits``: 節を調べる・変える小道具（演算子が使う）
-- ``operators``: 変異の演算子（``@operator``、``OPERATORS``、``Context``）と ``--operators`` の表
+- ``operators``: 変異の演算子の入口（``@operator``、``OPERATORS``、``Context``、``--operators`` の表）。登録は ``registry``、
+  演算子は ``value_operators``（値を壊す）と ``means_operators``（値を保って手段を変える）
 - ``mutants``: セルの解答ブロックから変異体を作る（``mutants``、``mutants_by_operator``）
 - ``runtime``: 同じ値を別の手段で作る関数（値を保つ演算子の置き換え先、``RUNTIME``）
 - ``run``: 変異体をチェックに通す（このプロセスで ``run_notebook``、少ないデバイスでは子プロセスで ``run_at_counts``）

@@ -32,7 +32,7 @@ def too_few(outcomes: list[Outcome], few: dict[str, str] | None = None) -> dict[
     return {ex: n for ex, n in counts.items() if n < MIN_MUTANTS and ex not in few}
 
 
-#: 値を保って手段だけを変える演算子（operators.py の後半と vmap_to_loop・jit_per_call）。この変異体が生き残るのは、
+#: 値を保って手段だけを変える演算子（means_operators.py のものと vmap_to_loop・jit_per_call）。この変異体が生き残るのは、
 #: 問題文が手段を自由にしている（tools/mutants_equivalent.txt に理由）ときだけ: 手段を指定する演習が、MEANS_REQUIRED
 #: （tests/tools/test_mutate.py）に書き足さなくても、新しく入れたその日から make exercise で確かめられる。
 MEANS_OPERATORS = frozenset({
