@@ -44,8 +44,8 @@ JOBS = os.environ.get("JOBS", "2")
 # 先生向けの手引き（演習ごとのつまずきの行）、チェックの登録、サイトの演習のページ。make quick のテストのうち
 # 演習（solutions/、exercises/、チェックの登録、手引き）を読むものは、すべてここにある（tests/tools/test_new_exercise.py）
 FAST_TESTS = ("tests/grading", "tests/test_consistency.py", "tests/tools", "tests/test_public_api.py",
-              "tests/test_glossary.py", "tests/test_references.py", "tests/test_workshop_guide.py",
-              "tests/test_core.py", "tests/site/test_site_unit.py")
+              "tests/test_glossary.py", "tests/test_glossary_wording.py", "tests/test_references.py",
+              "tests/test_workshop_guide.py", "tests/test_core.py", "tests/site/test_site_unit.py")
 Step = tuple[str, "list[str] | Callable[[], int]"]
 
 
