@@ -45,6 +45,10 @@ def _row_mistake(row, old, new, slot: int, length: int) -> str:
     def same(a, b) -> bool:
         return np.allclose(a, b, atol=1e-6)
 
+    # 原因の狭いものから: 何も書いていない行、位置 < length は合っている行、1 つ少ない行、それ以外
+    if same(row, old):
+        return (f"スロット {slot} に何も書かれていません。戻り値が入力の cache のままなので、"
+                "書き換えた配列（.at[...].set(...) や dynamic_update_slice の結果）を返してください。")
     if same(row[:, :length], new[:, :length]):
         if length < p and same(row[:, length:p], new[:, length:p]):
             return (f"length = {length} より後の位置にも kv_new のパディングを書いています。"
@@ -57,8 +61,9 @@ def _row_mistake(row, old, new, slot: int, length: int) -> str:
             return (f"位置 {stale[0]} など、length = {length} より後の位置に前の要求の K/V が残っています。"
                     "新しい要求のスロットは、位置 length 以降を 0 にします。")
         return f"length = {length} より後の位置が 0 ではありません。新しい要求のスロットは、位置 length 以降を 0 にします。"
-    if length > 1 and same(row[:, :length - 1], new[:, :length - 1]) and same(row[:, length - 1], 0):
-        return (f"位置 {length - 1}（プロンプトの最後のトークン）の K/V が 0 のままです（1 つ少ない）。"
+    last = row[:, length - 1]
+    if length > 1 and same(row[:, :length - 1], new[:, :length - 1]) and (same(last, 0) or same(last, old[:, length - 1])):
+        return (f"位置 {length - 1}（プロンプトの最後のトークン）に kv_new の K/V を書いていません（1 つ少ない）。"
                 "位置 0..length − 1 を書くので、マスクは位置 < length です。")
     return (f"スロット {slot} の位置 0..{length - 1} が kv_new[:, :{length}] と一致しません。"
             "書き込む軸（層, スロット, 位置, …）の順を確かめてください。")

@@ -96,3 +96,21 @@ def test_wiping_the_other_slots_is_named_before_donation():
         return jax.jit(w, donate_argnums=0)
     msg = expect(EX, wipes, Status.FAIL, "ほかのスロットもすべて 0 になりました", "入力の cache の値のまま")
     assert "譲渡" not in msg
+
+
+def test_one_position_short_is_named_whether_or_not_the_rest_is_cleared():
+    # マスクが位置 < length − 1 で、前の要求の K/V を消さない答え: 位置 length − 1 は 0 ではなく前の値のまま。
+    # 軸の順の誤りではなく、1 つ少ない書き込みが原因
+    msg = expect(EX, factory(off=-1, clear=False), Status.FAIL, "位置 3（プロンプトの最後のトークン）", "< length")
+    assert "軸" not in msg
+
+
+def test_nothing_written_is_named_before_the_axis_order():
+    # 入力の cache をそのまま返す答え（.at[...].set(...) の結果を捨てた）: スロットに何も書いていない
+    def unchanged():
+        def w(cache, kv_new, slot, length):
+            cache.at[:, slot].set(0)
+            return cache
+        return jax.jit(w, donate_argnums=0)
+    msg = expect(EX, unchanged, Status.FAIL, "何も書かれていません", "戻り値")
+    assert "軸" not in msg
