@@ -35,7 +35,7 @@ from .learner_text import (
     strings,
     twin,
 )
-from .sentences import LONG, length_files, limit_for, long_sentences
+from .sentences import LONG, PROSE_LIMIT, TOO_LONG, length_files, limit_for, long_sentences
 
 __all__ = ["Hit", "Rejected", "Term", "learner_files", "main", "markdown", "rejected", "rules", "scan", "scan_file",
            "scan_text", "terms"]
@@ -210,7 +210,8 @@ def main(argv=None) -> int:
         for s in found:
             print(("!! " if len(s.text) > limit_for(s.where) else "   ") + str(s))
         over = sum(len(s.text) > limit_for(s.where) for s in found)
-        print(f"{LONG} 字を超える文 {len(found)}、うち上限（本編・解答例・メッセージは 100 字、ほかは 120 字）を"
+        print(f"{LONG} 字を超える文 {len(found)}、うち上限（本編・解答例・メッセージは {PROSE_LIMIT} 字、ほかは "
+              f"{TOO_LONG} 字）を"
               f"超える文（!!）{over}（{len(files)} ファイル）",
               file=sys.stderr)
         return 1 if over else 0

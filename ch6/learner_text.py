@@ -179,7 +179,7 @@ def japanese_part(p: Path, text: str) -> str:
 
 # 学習者が読む文字列のあるファイル（用語集自身・採点の内部・テストは除く）
 LEARNER_GLOBS = ("notebooks/*.ipynb", "solutions/*.ipynb", "exercises/*.ipynb", "README.md", "docs/*.md", "site/*.md",
-                 "ch6/checks/**/*.py", "ch6/draw/**/*.py", "ch6/multihost/**/*.py", "ch6/*.py")
+                 "ch6/checks/**/*.py", "ch6/draw/**/*.py", "ch6/multihost/**/*.py", "ch6/grading/*.py", "ch6/*.py")
 # docs/accelerator.md は tools/accelerator.py が書く記録（英語、著者向け。日本語は本編の出力の写し）
 NOT_LEARNER = {"ch6/glossary.py", "ch6/learner_text.py", "ch6/sentences.py", "ch6/sanitize.py", "ch6/nbrun.py",
                "ch6/grade.py", "docs/accelerator.md"}

@@ -124,7 +124,8 @@ def test_the_cli_scans_a_list_of_files(tmp_path, capsys):
 def test_the_learner_files_include_checks_explain_figures_and_readme():
     rel = set(IDS)
     for path in ("README.md", "ch6/explain.py", "ch6/draw/values.py", "ch6/checks/s6_1/rbf_features.py",
-                 "notebooks/6_1_vmap.ipynb", "solutions/6_1_vmap.ipynb", "exercises/6_1_vmap.ipynb"):
+                 "notebooks/6_1_vmap.ipynb", "solutions/6_1_vmap.ipynb", "exercises/6_1_vmap.ipynb",
+                 "ch6/grading/batch.py", "ch6/grading/nbgrader.py"):   # 採点のメッセージは先生が読む（issue 46）
         assert path in rel, path
     assert "ch6/glossary.py" not in rel
 
@@ -242,10 +243,11 @@ def test_the_cli_lists_long_sentences_and_fails_over_the_limit(tmp_path, capsys)
     assert glossary.main(["--long", str(p)]) == 0
 
 
-def test_lessons_solutions_and_messages_stop_at_100_characters_other_pages_at_120():
+def test_lessons_solutions_and_messages_stop_at_90_characters_other_pages_at_120():
+    # issue 46: 91〜100 文字の文をすべて分けたので 100 から 90 へ（目安は 50〜80 文字）
     for where in ("notebooks/6_1_vmap.md:3", "solutions/6_7_cost_memory.md:9", "ch6/checks/s6_1/rbf_features.py:20",
-                  "ch6/explain.py:5"):
-        assert sentences.limit_for(where) == 100, where
+                  "ch6/explain.py:5", "ch6/grading/batch.py:47"):
+        assert sentences.limit_for(where) == 90, where
     for where in ("README.md:38", "docs/workshop.md:119", "site/teachers.md:61", "GLOSSARY.md:3"):
         assert sentences.limit_for(where) == 120, where
 

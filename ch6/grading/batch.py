@@ -44,9 +44,9 @@ def nbgrader_paths(paths: list[str | Path]) -> tuple[list[Path], list[str]]:
     for p in map(Path, paths):
         if p.is_dir() and nbgrader_course(p):
             out.append(p / "submitted")
-            said.append(f"{p} は nbgrader のコースのフォルダです。submitted/ の提出物だけを採点します"
-                        "（source/ は解答、release/ は配布版、autograded/ は同じ提出物を nbgrader が採点した写しです。"
-                        "autograded/ を採点するなら、そのフォルダを渡してください）。")
+            said.append(f"{p} は nbgrader のコースのフォルダです。submitted/ の提出物だけを採点します。"
+                        "source/ は解答、release/ は配布版、autograded/ は同じ提出物を nbgrader が採点した写しです。"
+                        "autograded/ を採点するなら、そのフォルダを渡してください。")
         else:
             out.append(p)
     return out, said

@@ -83,8 +83,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--csv", type=Path, help="結果を CSV に書き出す")
     ap.add_argument("--json", type=Path, help="結果を JSON に書き出す")
     ap.add_argument("--gradebook", type=Path, metavar="OUT.csv",
-                    help="成績簿に取り込む CSV: OUT.csv（1 人 1 行、ノートブックごとの点と合計）、"
-                         "OUT_messages.csv（メッセージ）、OUT_summary.csv（演習ごとのまとめ）")
+                    help="成績簿に取り込む CSV を 3 つ書く。OUT.csv は 1 人 1 行で、ノートブックごとの点と合計。"
+                         "OUT_messages.csv はメッセージ、OUT_summary.csv は演習ごとのまとめ")
     ap.add_argument("--timeout", type=float, default=Config.timeout,
                     help="1 冊の学習者セル全体の制限時間（秒、既定 %(default)g。JAX の読み込みは採点の準備に含め、ここには数えない）")
     ap.add_argument("--check-timeout", type=float, default=Config.check_timeout,

@@ -388,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     for target, n, total in written:
         print(f"{target.relative_to(args.out).as_posix()}: 演習 {n} 問、{total:g} 点")
     if had_config:
-        print(f"{CONFIG_NAME} はすでにあるので変えていません（スタブと制限時間の設定は "
-              "python -c 'from ch6.grading.nbgrader import course_config; print(course_config())' で見られます）。")
+        print(f"{CONFIG_NAME} はすでにあるので変えていません。スタブと制限時間の設定は、次のコマンドで見られます。")
+        print("  python -c 'from ch6.grading.nbgrader import course_config; print(course_config())'")
     assignments = sorted({t.parent.name for t, _, _ in written})
     print(f"次に: cd {args.out} && nbgrader generate_assignment {assignments[0]}"
           + (f"（ほかに {', '.join(assignments[1:])}）" if len(assignments) > 1 else ""))
