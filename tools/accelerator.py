@@ -328,8 +328,9 @@ def main(argv=None) -> int:
             checks = against_baseline(checks, Path(args.baseline))
         text = page(env, records, skipped, checks)
         print(text)
-        if args.record:
-            write_record(Path(args.record), env, text, args.section)
+        if args.record:  # runs of the checks' tests alone keep their own section, as a live --checks-only run does
+            alone = checks is not None and not records
+            write_record(Path(args.record), env, text, args.section or (section_name(env) + "-checks" if alone else None))
         return 0
     os.environ.pop("JAX_PLATFORMS", None)  # whatever accelerator JAX finds
     os.environ.setdefault("PYTHONHASHSEED", "0")

@@ -72,6 +72,24 @@ def test_a_checks_only_run_combines_with_the_notebooks_of_the_same_version(tmp_p
     assert "notebooks/6_1_vmap.ipynb" in text and "5 passed, 0 failed, 1 skipped" in text
 
 
+def test_a_checks_only_run_combined_alone_keeps_its_own_section(tmp_path):
+    """--combine of a --checks-only folder (run.json, no records.json) writes MODE-jaxVERSION-checks, as the live
+    --checks-only run does, and leaves the notebooks' section of that version as it was."""
+    leg = _load_leg()
+    env = {"date": "2026-12-07", "jax": "0.12.0.1", "python": "3.12.1", "backend": "tpu", "device_kind": "TPU v5 lite",
+           "device_count": 1, "cpu_devices": 1, "mode": "accelerator"}
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "run.json").write_text(json.dumps({"env": env, "skipped": [], "checks": {
+        "seconds": 9.0, "passed": 5, "failed": [], "skipped": 0, "skip_reasons": {}}}))
+    target = tmp_path / "accelerator.md"
+    target.write_text(leg.merge("", "accelerator-jax0.12.0.1", "## the notebooks\nnotebooks/6_1_vmap.ipynb\n"))
+    assert leg.main(["--combine", str(b), "--record", str(target)]) == 0
+    text = target.read_text()
+    assert "<!-- mode: accelerator-jax0.12.0.1-checks -->" in text and "5 passed, 0 failed" in text
+    assert "<!-- mode: accelerator-jax0.12.0.1 -->" in text and "notebooks/6_1_vmap.ipynb" in text
+
+
 def test_failures_the_cpu_shares_are_listed_apart(tmp_path):
     leg = _load_leg()
     xml = tmp_path / "cpu.xml"
