@@ -216,8 +216,8 @@ TITLE = """# The accelerator leg: its last result
 Written by `python tools/accelerator.py --record docs/accelerator.md` (`make test-accelerator RECORD=1`); do not edit.
 One section per mode and JAX version (`MODE-jaxVERSION`), replaced by the last run in that mode on that JAX (one
 run, or several runs of one day combined with `--combine`, when the notebooks do not fit one call of the machine).
-`MODE-jaxVERSION-checks` is a run of the checks' own tests alone (`--checks-only`); a section ending in `-partial`
-(`--section`) is a later run of some notebooks only, kept beside that full run.
+`MODE-jaxVERSION-checks` is a run of the checks' own tests alone (`--checks-only`); a section ending in `-partial`,
+`-rerun` or a notebook's name (`--section`) is a later run of some notebooks only, kept beside that full run.
 """
 
 
