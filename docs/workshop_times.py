@@ -183,8 +183,8 @@ def _short(notebook: str) -> str:
 def long_lessons_markdown(limit: int = 90) -> str:
     """合計が 1 コマ（limit 分）を超える本編を挙げる文（手引きの 3 節、本編ごとの計画の表の下）。"""
     long = [_short(r["notebook"]) for r in plans() if r["total_min"] > limit]
-    return (f"合計が {limit} 分を超える本編（{'、'.join(long)}）は、1 コマに収めるなら発展の演習を宿題にし、読む時間の\n"
-            "一部（6.7 の 6〜7 節、6.10 の 7 節のアクセラレータの節など）を授業の後に回します。")
+    return (f"合計が {limit} 分を超える本編（{'、'.join(long)}）は、1 コマに収めるなら発展の演習を宿題にします。\n"
+            "読む時間の一部（6.7 の 6〜7 節、6.10 の 7 節のアクセラレータの節など）も、授業の後に回します。")
 
 
 def capstone_reading_markdown() -> str:
