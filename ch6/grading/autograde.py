@@ -87,19 +87,27 @@ def _preprocessor_classes() -> dict:
     def _where(info: dict) -> str:
         return f"{info['student']}/{info['assignment']}/{info['notebook']}.ipynb"
 
+    def _read_record(info: dict, read):
+        """配布版の記録（gradebook のそのノートブック）から read(record) で読んだもの。記録は gradebook を開いている
+        あいだだけ読めるので、read はその中で呼びます。配布版にないノートブック（MissingEntry）は None。"""
+        with Gradebook(info["db_url"]) as gb:
+            try:
+                record = gb.find_notebook(info["notebook"], info["assignment"])
+            except MissingEntry:
+                return None
+            return read(record)
+
     class NormalizeMetadata(Preprocessor):
         """nbgrader のメタデータを、セルの中身から配布版の形に作り直す（nbgrader の前処理より先に）。"""
 
         def preprocess(self, nb, resources):
             info = resources["nbgrader"]
-            points, setup = None, None
-            with Gradebook(info["db_url"]) as gb:
-                try:
-                    record = gb.find_notebook(info["notebook"], info["assignment"])
-                except MissingEntry:
-                    return nb, resources
-                points = {g.name: g.max_score for g in record.grade_cells}
-                setup = next((s.source for s in record.source_cells if s.name == "setup"), None)
+            found = _read_record(info, lambda record: (
+                {g.name: g.max_score for g in record.grade_cells},
+                next((s.source for s in record.source_cells if s.name == "setup"), None)))
+            if found is None:
+                return nb, resources
+            points, setup = found
             said = normalize_metadata(nb, info["notebook"], points, setup)
             if said:
                 note = metadata_note(said)
@@ -114,13 +122,11 @@ def _preprocessor_classes() -> dict:
 
         def preprocess(self, nb, resources):
             info = resources["nbgrader"]
-            with Gradebook(info["db_url"]) as gb:
-                try:
-                    record = gb.find_notebook(info["notebook"], info["assignment"])
-                except MissingEntry:
-                    return nb, resources
-                points = {g.name: g.max_score for g in record.grade_cells}
-                points.update({s.name: 0.0 for s in record.source_cells if s.name == "setup"})
+            points = _read_record(info, lambda record: {
+                **{g.name: g.max_score for g in record.grade_cells},
+                **{s.name: 0.0 for s in record.source_cells if s.name == "setup"}})
+            if points is None:
+                return nb, resources
             restored, had_none = restore_grade_cells(nb, info["notebook"], points)
             if restored and not nb.metadata.get(UNREADABLE_KEY):
                 why = ("nbgrader の採点のセルがない提出物です（exercises/ や solutions/ から作ったもの）" if had_none
