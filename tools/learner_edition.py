@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import recorded_expectations  # noqa: E402  （tools/ の隣のモジュール）
 
-PACKAGE_SUFFIXES = {".py", ".cfg", ".json", ".txt", ".toml"}  # pyproject.toml の package-data と .py
+PACKAGE_SUFFIXES = {".py", ".cfg", ".json", ".txt", ".toml", ".gz"}  # pyproject.toml の package-data（記録したトレース *.json.gz も）と .py
 EPOCH = (1980, 1, 1, 0, 0, 0)  # zip に書く時刻（同じ入力からは同じバイト列）
 # 本編の solutions/ への案内: 「（解答例は `solutions/….ipynb`）」の括弧と、「解答は `solutions/…` にあります。」の文を消す
 SOLUTION_POINTERS = (re.compile(r"（[^（）\n]*`solutions/[^`]*`[^（）\n]*）"),

@@ -25,19 +25,6 @@ from ..specs import norm_spec, show_spec
 from .common import exercise_rng, shuffled_mesh
 
 
-def reference(x, mesh, axis):
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    rows = multiple_of(mesh.shape[axis], x.shape[0])
-    pad = rows - x.shape[0]
-    sharding = NamedSharding(mesh, P(axis))
-    mask = np.concatenate([np.ones(x.shape[0], np.float32), np.zeros(pad, np.float32)])
-    return (jax.make_array_from_process_local_data(sharding, np.pad(x, ((0, pad), (0, 0))), (rows, x.shape[1])),
-            jax.make_array_from_process_local_data(sharding, mask, (rows,)))
-
-
 def cases(rng: np.random.Generator):
     """(メッシュ, 軸の名前, x): 行を分割する軸は 2 本目と 1 本目の両方。割り切れない行数と、割り切れる行数。
     軸の大きさがデバイスの総数より小さければ、総数の倍数 + 1 行の場合も入れる（総数の倍数までのパディングと見分ける）。"""

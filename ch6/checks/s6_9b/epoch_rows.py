@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise
+from ...recorded import is_recording, recorded
 from .common import exercise_rng
 
 
@@ -18,6 +19,7 @@ def windows(data: np.ndarray, seq: int) -> np.ndarray:
     return data[: w * (seq + 1)].reshape(w, seq + 1)
 
 
+@recorded
 def stream_ids(n_windows: int, start: int, count: int, seed: int) -> np.ndarray:
     """窓の列の [start, start + count) 番目の窓の番号。"""
     out = []
@@ -27,6 +29,7 @@ def stream_ids(n_windows: int, start: int, count: int, seed: int) -> np.ndarray:
     return np.asarray(out)
 
 
+@recorded
 def reference(data, step, process_index, process_count, batch, seq, seed):
     win = windows(np.asarray(data), seq)
     ids = stream_ids(len(win), step * batch, batch, seed)
@@ -34,6 +37,7 @@ def reference(data, step, process_index, process_count, batch, seq, seed):
     return win[ids[process_index * per:(process_index + 1) * per]].astype(np.int32)
 
 
+@recorded
 def wrong_answer(kind, data, step, p, count, batch, seq, seed):
     """名指しする誤り（kind ごと）の答え。"""
     win = windows(data, seq)
@@ -156,10 +160,29 @@ def _mismatch(where, got, want, data, step, p, count, batch, seq, seed) -> str:
             f"（窓の列のステップ {step} の行と一致しません）。")
 
 
+def _record_all(hidden) -> None:
+    """学習者版を作るときだけ: どの答えでも使いうる参照の値（正しい行、名指しする誤り、隣のステップ、窓の番号）。"""
+    for _, data, batch, seq, seed, steps, counts in hidden:
+        n_windows = len(windows(data, seq))
+        for step in steps:
+            for count in counts:
+                per = batch // count
+                for p in range(count):
+                    for other in (step - 1, step, step + 1):
+                        if other >= 0:
+                            reference(data, other, p, count, batch, seq, seed)
+                    for kind, _ in _MISTAKES:
+                        wrong_answer(kind, data, step, p, count, batch, seq, seed)
+                    stream_ids(n_windows, step * batch + p * per, per, seed)
+
+
 @exercise("6.9b-1", "process_rows")
 def check_process_rows(fn):
     r = exercise_rng(1)
-    for label, data, batch, seq, seed, steps, counts in cases(r):
+    hidden = cases(r)
+    if is_recording():
+        _record_all(hidden)
+    for label, data, batch, seq, seed, steps, counts in hidden:
         for step in steps:
             for count in counts:
                 for p in range(count):

@@ -11,11 +11,11 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ch6 import Status
-from ch6.checks.s6_6.global_batch import reference
 from ch6.meshes import mesh_2d_shape, multiple_of
 from tests.checkhelp import boom, not_done
 
 from .common import N, say
+from .common import global_batch_reference as reference
 
 EX = "6.6-3"
 A, B = mesh_2d_shape(N)
