@@ -17,7 +17,7 @@ def pytest_addoption(parser):
 # make quick が飛ばす遅いテスト: カーネルやプロセスを起動する、全変異体や全チェックを実行する、モデルを学習する。
 # モジュールごと（SLOW_MODULES）と、速いモジュールの中の 1 つのテストごと（SLOW_TESTS、"モジュール::テスト"）
 SLOW_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_mutate", "test_hostile", "test_capstone", "test_lm",
-                "test_env", "test_smoke")
+                "test_env", "test_smoke", "test_learner_answers")
 SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_show::test_sharding_text_in_a_kernel_is_one_plain_stream",
               "test_nbrun::test_execute_runs_top_to_bottom",

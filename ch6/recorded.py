@@ -72,7 +72,7 @@ def _canon(x):
         return _canon(x.item())
     if callable(x) and hasattr(x, "__qualname__"):  # 誤りの形を選ぶ関数（math.floor、round）: 名前で
         return ["function", f"{getattr(x, '__module__', '')}.{x.__qualname__}"]
-    raise TypeError(f"記録の鍵にできない引数です: {type(x).__name__}")
+    raise TypeError(f"記録の要約にできない引数です: {type(x).__name__}")
 
 
 def digest(args: tuple, kwargs: dict) -> str:
@@ -133,7 +133,7 @@ def recorded(fn: Callable) -> Callable:
     MARKED[name] = fn.__module__
     signature = inspect.signature(fn)
 
-    def key(args, kwargs) -> str:  # f(a, kind="") と f(a) は同じ鍵（既定値を埋めてから要約する）
+    def key(args, kwargs) -> str:  # f(a, kind="") と f(a) は同じ要約（既定値を埋めてから要約する）
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return digest(bound.args, bound.kwargs)

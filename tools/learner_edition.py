@@ -21,6 +21,11 @@
 なります（``ch6.check`` はそのまま動きます）。wheel はこのスクリプトが zipfile で直接書くので、setuptools も
 ネットワークも要りません（教室で ``pip install --no-index`` で入ります）。
 
+**参照の実装は記録した値に置き換えます。** ``@recorded``（:mod:`ch6.recorded`）の付いた関数（解答例と同じ行を
+持っていた参照と、その誤りの形）は、wheel では本体を消します（:func:`strip_recorded`）。代わりに、完全版の
+チェックを 1..8 デバイスで動かして記録した値（``tools/recorded_expectations.py``）を ``ch6/recorded.json`` として
+入れ、学習者版のチェックはそれを引数の要約で引きます。判定とメッセージは完全版と同じです。
+
 **なぜ git のブランチではなくアーカイブか。** 完全版のリポジトリのブランチを配ると、履歴と他のブランチから
 ``solutions/`` を取り出せます。``--git`` は学習者版のフォルダに履歴のない新しいリポジトリ（1 コミット、ブランチ
 ``main``）を作ります。先生はそれを教室用のリポジトリに push し、学習者はそこから clone します。
@@ -294,8 +299,11 @@ GITIGNORE = ".venv/\n__pycache__/\n.ipynb_checkpoints/\n"
 
 
 def build(out: Path, name: str = "ch6-learner", formats: tuple[str, ...] = ("zip", "gztar"),
-          git: bool = False) -> Edition:
-    """out/name/ に学習者版のフォルダを作り、formats のアーカイブ（out/name.zip、out/name.tar.gz）を書く。"""
+          git: bool = False, record: bool = True) -> Edition:
+    """out/name/ に学習者版のフォルダを作り、formats のアーカイブ（out/name.zip、out/name.tar.gz）を書く。
+
+    record=False はテストのためだけ: 記録（チェックを 1..8 デバイスのプロセスで動かす）を省き、wheel に
+    ``ch6/recorded.json`` を入れない（記録に置き換えたチェックは、その wheel では採点できない）。"""
     folder = out / name
     if folder.exists():
         shutil.rmtree(folder)
@@ -303,7 +311,7 @@ def build(out: Path, name: str = "ch6-learner", formats: tuple[str, ...] = ("zip
     project = _project()
     info = {"edition": "learner", "version": project["version"], "commit": _commit(),
             "repository": project["urls"]["Repository"]}
-    wheel = build_wheel(folder / "packages", info, recorded_expectations.expectations())
+    wheel = build_wheel(folder / "packages", info, recorded_expectations.expectations() if record else None)
     for sub in ("notebooks", "exercises"):
         (folder / sub).mkdir()
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):

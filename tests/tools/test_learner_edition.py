@@ -36,7 +36,7 @@ MARKER_HANDLERS = {"ch6/grading/nbgrader.py"}
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("learner")
-    return learner_edition.build(out)
+    return learner_edition.build(out, record=False)  # 記録（プロセスを起こす）は test_learner_answers（遅いテスト）で
 
 
 def _text_files(folder: Path) -> list[Path]:
@@ -106,7 +106,7 @@ def test_wheel_is_the_package_with_the_learner_marker(built):
         entry_points = zf.read(f"{dist}/entry_points.txt").decode()
     assert info["edition"] == "learner"
     package = {p.relative_to(ROOT).as_posix() for p in learner_edition.package_files()}
-    assert {n for n in names if n.startswith("ch6/")} == package | {"ch6/edition.json", "ch6/recorded.json"}
+    assert {n for n in names if n.startswith("ch6/")} == package | {"ch6/edition.json"}
     assert "ch6/checks/s6_1/ensemble_sgd_step.py" in package  # チェックは入る（採点に要る）。読み込みは見張りが止める
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert [ln.removeprefix("Requires-Dist: ") for ln in metadata.splitlines() if ln.startswith("Requires-Dist")] \
@@ -148,7 +148,7 @@ def test_no_learner_notebook_imports_the_checks(built):
 
 
 def test_build_is_reproducible(built, tmp_path):
-    again = learner_edition.build(tmp_path)
+    again = learner_edition.build(tmp_path, record=False)
     for a, b in zip(built.archives, again.archives):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert built.wheel.read_bytes() == again.wheel.read_bytes()
