@@ -1,8 +1,9 @@
 """ch6-grade --gradebook: 成績簿（1 人 1 行）、メッセージ、演習ごとのまとめ。
 
 6 人 × 2 冊のクラスを手で作った結果（Row）で、列・合計・読めないファイル・提出のないノートブックを確かめます
-（カーネルなし）。最後の 1 つだけ、tests/test_grade.py と同じ作り方の本物の提出物（solutions/ と exercises/ の
-6_1_vmap から、例のセルを除いたもの）を ch6-grade で採点し、コマンドから 3 つのファイルができることを確かめます。
+（カーネルなし）。最後の 1 つだけ、tests/test_grade.py と同じ作り方（tests/grade_class.py）の本物の提出物
+（solutions/ と exercises/ の 6_1_vmap から、例のセルを除いたもの）を ch6-grade で採点し、
+コマンドから 3 つのファイルができることを確かめます。
 """
 from __future__ import annotations
 
@@ -127,7 +128,7 @@ def test_output_folder_is_checked_before_grading(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_command_writes_the_gradebook_from_real_submissions(tmp_path):
-    from tests.test_grade import EXERCISE, SOLUTION, lean_notebook, read_notebook, save_notebook
+    from tests.grade_class import EXERCISE, SOLUTION, lean_notebook, read_notebook, save_notebook
 
     if not (SOLUTION.exists() and EXERCISE.exists()):
         pytest.skip("solutions/ と exercises/ の 6_1_vmap が必要")
