@@ -253,17 +253,23 @@ def check_circular_tick(fn):
         ]
         v0 = np.zeros_like(w_dev)
         v0[:] = w_dev[:, :1]
+
+        def near(kw, weights=w_dev):
+            # 誤りの名前を言うための比較は 10 倍ゆるく: 誤りどうしの差は 1 程度。TPU v5e では正しい答えでも最大誤差が
+            # 1.2e-5 と許容誤差の近くにあり、1 ティック遅れの答えは自分の誤りとの差が 2.1e-5 で名指しされなかった
+            return is_close(out, final_outputs(reference(weights, xs, **kw), v_count), rtol=1e-3, atol=1e-4)
+
         # V と S を取り違える誤り（最後の 3 つ）は、w[0] だけを使う答えと同じ値になることがあるので、その後で調べる
         for kw, message in variants[:-3]:
-            if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
+            if near(kw):
                 raise Fail(message)
-        if is_close(out, final_outputs(reference(v0, xs), v_count), rtol=1e-4, atol=1e-5):
+        if near({}, v0):
             raise Fail("どの周でも w[0] を使っています。v 周目の層は w[v] です。")
-        if is_close(out, final_outputs(reference(v0, xs, fresh="always"), v_count), rtol=1e-4, atol=1e-5):
+        if near({"fresh": "always"}, v0):
             raise Fail("本編の GPipe の 1 ティックのままで、デバイス 0 が毎回 x_fresh を取り、w[0] だけを使っています。"
                        "新しい入力は t < S のときだけで、v 周目の層は w[v] です。")
         for kw, message in variants[-3:]:
-            if is_close(out, final_outputs(reference(w_dev, xs, **kw), v_count), rtol=1e-4, atol=1e-5):
+            if near(kw):
                 raise Fail(message)
         raise Fail(f"最後の周の出力が、1 デバイスで全 {v_count * n} 層を通した値と一致しませんでした。"
                    "x_in を選び、y = tanh(x_in @ w[v]) を計算して、(次の state, y) の順に返します。")
