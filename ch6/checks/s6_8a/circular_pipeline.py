@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import precision
 from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, n_devices, walk
 from ...meshes import mesh_2d_shape
 from .common import exercise_rng
@@ -229,7 +230,10 @@ def check_circular_tick(fn):
     xs = f32(rng.normal(size=(n, mb, width)))
     out = _run(fn, jax.make_mesh((n,), (AXIS,)), w_dev, xs, v_count, mb, width)
     want = final_outputs(reference(w_dev, xs), v_count)
-    if not is_close(out, want, rtol=1e-4, atol=1e-5):
+    # CPU では 1e-4・1e-5 のまま。TPU v5e では正しい答えの最大誤差が 1.2e-5 で、その許容誤差のすぐ内側だったので、
+    # バックエンドの目安まで広げる（ch6.precision.widened: 誤りどうしの差 1 程度よりずっと小さい）
+    rtol, atol = precision.widened(1e-4, 1e-5, float(np.max(np.abs(want))))
+    if not is_close(out, want, rtol=rtol, atol=atol):
         late = "デバイス d には d ティック遅れて届くので、v = (t − d) // S です。"
         variants = [
             ({"round_rule": "global"}, "周の番号をティック t だけで決めています。" + late),
