@@ -133,18 +133,25 @@ def show_devices() -> int:
     chips = accelerators() if backend == "cpu" else []
     if chips:
         kind = chips[0].platform.upper()
-        print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{kind} が {len(chips)} 個では分割や"
-              f"集団通信が見えないため、配列とメッシュには CPU の模擬デバイス {n} 個を使います。"
+        if len(chips) == 1:
+            why = f"{kind} が 1 個では分割や集団通信が見えないため、"
+        else:
+            why = f"{kind} が {len(chips)} 個で、この講座が前提にする {DEFAULT_DEVICES} 個より少ないため、"
+        print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{why}"
+              f"配列とメッシュには CPU の模擬デバイス {n} 個を使います。"
               f"{kind} で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います。"
               f"すべてを {kind} で実行するには、ランタイムを再起動して"
               "最初のセルを ch6.setup(accelerator=True) にします。")
     elif backend == "cpu" and n > 1:
         print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく正しさと通信の形を確かめられます）")
     elif n < DEFAULT_DEVICES and backend != "cpu":
+        kind = backend.upper()
+        these = "このデバイス" if n == 1 else f"この {n} 個のデバイス"
         print(
-            f"{backend.upper()} のデバイスが {n} 個です。すべてをこのデバイスで実行し、コードはこの数に合わせて動きます。"
+            f"{kind} のデバイスが {n} 個です。すべてを{these}で実行し、コードはこの数に合わせて動きます。"
             f"{DEFAULT_DEVICES} 個のデバイスでの分割や通信を見るには、ランタイムを再起動し、"
-            "最初のセルを ch6.setup() にします。そうすると、メッシュには CPU の模擬デバイスを使い、測定だけをこのデバイスで行います。"
+            "最初のセルを ch6.setup() にします。そうすると、配列とメッシュには CPU の模擬デバイスを使います。"
+            f"{kind} で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います。"
         )
     elif n == 1:
         print("デバイスが 1 つです。複数デバイスの例も動きますが、分割は 1 つになります。")

@@ -77,6 +77,27 @@ def test_a_lone_chip_keeps_meshes_on_cpu_devices_and_measures_on_the_chip():
     assert "CPU の模擬デバイス 8 個を使います" in out and "ch6.setup(accelerator=True)" in out
 
 
+@pytest.mark.parametrize("count, why", [(1, "TPU が 1 個では分割や集団通信が見えないため"),
+                                        (4, "TPU が 4 個で、この講座が前提にする 8 個より少ないため")])
+def test_the_reason_for_cpu_meshes_fits_the_chip_count(count, why):
+    out = _run(_FAKE_CHIP.format(count=count, args=""))
+    assert f"{why}、配列とメッシュには CPU の模擬デバイス 8 個を使います" in out
+    assert "ch6.env.measure_device() を使う測定のセルだけ" in out
+
+
+@pytest.mark.parametrize("n, these", [(1, "すべてをこのデバイスで実行し"), (4, "すべてをこの 4 個のデバイスで実行し")])
+def test_accelerator_mode_says_which_cells_measure_on_the_chip(monkeypatch, capsys, n, these):
+    import jax
+
+    monkeypatch.setattr(jax, "device_count", lambda: n)
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert env.show_devices() == n
+    out = capsys.readouterr().out
+    assert these in out and "配列とメッシュには CPU の模擬デバイスを使います" in out
+    assert "TPU で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います" in out
+    assert "測定だけをこのデバイスで" not in out
+
+
 @pytest.mark.parametrize("how", [dict(args="accelerator=True"), dict(args="", CH6_DEVICES="accelerator")])
 def test_accelerator_mode_leaves_the_default_backend_alone(how):
     args = how.pop("args")
