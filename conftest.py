@@ -31,7 +31,8 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
 # （make test を 2 コアで 5 分に収めるため）
 INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone")
 INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
-                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
+                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted",
+                     "test_learner_answers::test_learner_checks_give_the_full_editions_verdicts")
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -155,3 +157,65 @@ def test_recorded_bodies_are_gone_from_the_wheel(built):
         module = path.removesuffix(".py").replace("/", ".")
         for name in names:
             assert records.get(f"{module}.{name}"), f"{module}.{name} の記録がありません"
+
+
+# 学習者版の wheel の ch6 を使うテストのプロセスに入れる pytest のプラグイン: 見張り（ch6.edition）を外し
+# （テストは ch6.checks の参照を読み込むので）、ch6.run_check の 1 行をすべて CH6_LOG に書く
+_PLUGIN = '''
+import os, sys
+import ch6
+from ch6 import edition
+if os.environ.get("CH6_EXPECT_LEARNER"):
+    assert edition.is_learner() and ch6.__file__.startswith(os.environ["CH6_EXPECT_LEARNER"]), ch6.__file__
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, edition._GUARD, False)]
+    edition._active = False
+    for name, module in list(edition._stash.items()):
+        sys.modules[name] = module
+    edition._stash.clear()
+_run_check = ch6.run_check
+def run_check(exercise_id, answer):
+    result = _run_check(exercise_id, answer)
+    with open(os.environ["CH6_LOG"], "a", encoding="utf-8") as f:
+        f.write(result.line.replace("\\n", "\\\\n") + "\\n")
+    return result
+ch6.run_check = run_check
+'''
+
+
+def _recorded_test_files(wheel: Path) -> list[str]:
+    """@recorded の付いた関数を持つチェックのモジュールの単体テスト（tests/checks/s6_N/test_<module>.py）。"""
+    out = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in sorted(zf.namelist()):
+            if name.startswith("ch6/checks/") and name.endswith(".py"):
+                if learner_edition.strip_recorded((ROOT / name).read_text(encoding="utf-8"))[1]:
+                    test = ROOT / "tests" / "checks" / Path(name).parent.name / f"test_{Path(name).stem}.py"
+                    if test.exists():
+                        out.append(str(test))
+    return out
+
+
+@pytest.mark.parametrize("devices", [1, 8])
+def test_learner_checks_give_the_full_editions_verdicts(built, tmp_path, devices):
+    """記録に置き換えたチェックの単体テスト（正しい答えと名指しする誤り）を、学習者版の wheel の ch6 と完全版の ch6 で
+    動かす: どちらも通り、ch6.run_check の行（判定とメッセージ）が 1 行ずつ同じ。"""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(built.wheel) as zf:
+        zf.extractall(site)
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "learner_log_plugin.py").write_text(_PLUGIN, encoding="utf-8")
+    tests = _recorded_test_files(built.wheel)
+    assert len(tests) >= 10, tests
+    logs = {}
+    for edition_name, path in (("learner", f"{site}:{tmp_path / 'plug'}:{ROOT}"), ("full", f"{tmp_path / 'plug'}:{ROOT}")):
+        log = tmp_path / f"{edition_name}.log"
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": str(devices), "PYTHONPATH": path,
+               "CH6_LOG": str(log), "CH6_EXPECT_LEARNER": str(site) if edition_name == "learner" else ""}
+        # --noconftest: conftest.py は別のチェックアウトの ch6 を断る。--import-mode=append: PYTHONPATH の ch6 が先
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "learner_log_plugin", "-p", "no:cacheprovider",
+                              "--noconftest", "--import-mode=append", "--rootdir", str(ROOT), *tests],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, f"{edition_name}: {run.stdout[-3000:]}"
+        logs[edition_name] = log.read_text(encoding="utf-8").splitlines()
+    assert len(logs["full"]) > 100
+    assert logs["learner"] == logs["full"]
