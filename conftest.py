@@ -29,10 +29,11 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
 # 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
 # カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
 # （make test を 2 コアで 5 分に収めるため）
-INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone")
+# test_learner_answers: 学習者版を作るときに、記録のために 8 プロセスでチェックを動かす（新しいクローンで 25 秒ほど）
+INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone",
+                       "test_learner_answers")
 INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
-                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted",
-                     "test_learner_answers::test_learner_checks_give_the_full_editions_verdicts")
+                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",
