@@ -241,6 +241,20 @@ def depends(module: str, run: bool) -> int:
         subprocess.call([PY, "docs/workshop_times.py", "--write"], cwd=ROOT)   # 本文が変わった本編の時間の表も
 
 
+def _code_cells(nb: Path) -> list:
+    """nb のコードのセル（ソースとタグ）。"""
+    return [c for c in nbinputs.cell_sources(nb.read_text(encoding="utf-8")) if c[0] == "code"] if nb.exists() else []
+
+
+def restamp_after_sync(executed: list[Path], sync: Callable[[Path], bool]) -> None:
+    """実行したノートブックの双子を揃え、本文だけが変わったものに印を付け直す。実行の後で MyST の側のコードが
+    直されていたら（sync がそれを持ち込んだら）印を付けず、次の make notebook が実行し直す。"""
+    for nb in executed:
+        code = _code_cells(nb)
+        if sync(nb) and _code_cells(nb) == code:
+            write_stamp(nb)
+
+
 def prose_numbers(executed: list[Path]) -> int:
     """本文の数（データシートの行や出力が決めるもの: tools/prose_numbers.py）を書き直し、本文が変わった
     ノートブックの双子を揃えて印を付け直す（コードは変わらないので実行し直さない）。"""
@@ -250,9 +264,7 @@ def prose_numbers(executed: list[Path]) -> int:
     sys.path.insert(0, str(ROOT / "tools"))
     import twins
 
-    for nb in executed:
-        if twins.sync(nb):
-            write_stamp(nb)
+    restamp_after_sync(executed, twins.sync)
     return subprocess.call([PY, "tools/prose_numbers.py", "--check"], cwd=ROOT, stdout=subprocess.DEVNULL)
 
 

@@ -80,6 +80,27 @@ def test_a_stamp_records_the_last_execution(repo):
     assert recipe.needs_execution(solution)  # 使わずに HEAD と比べる（HEAD から変わった）
 
 
+def test_a_synced_code_change_after_execution_is_not_stamped_as_executed(repo):
+    """make depends … RUN=1 の最後の段（本文の数を書き直して双子を揃える）: 本文だけが変わったら印を付け直し、
+    実行の後で直されたコードを持ち込んだら印を付けない（付けると、実行していないコードが実行済みに見えた）。"""
+    lesson = repo / "notebooks" / "6_1_vmap.ipynb"
+
+    def rewrite(source_of_cell):
+        def sync(nb):
+            data = json.loads(nb.read_text(encoding="utf-8"))
+            data["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "本文"})
+            data["cells"][0]["source"] = source_of_cell(data["cells"][0]["source"])
+            nb.write_text(json.dumps(data), encoding="utf-8")
+            return True
+        return sync
+
+    recipe.write_stamp(lesson)
+    recipe.restamp_after_sync([lesson], rewrite(lambda src: src))  # 本文だけ
+    assert not recipe.needs_execution(lesson)
+    recipe.restamp_after_sync([lesson], rewrite(lambda src: "x = 2"))  # コードも
+    assert recipe.needs_execution(lesson)
+
+
 def test_exercise_runs_what_a_submission_is_judged_by():
     labels = [label for label, _ in recipe.steps("exercise", "6_1_vmap")]
     for want in ("sync + execute what changed", "ruff", "glossary scan", "mutation", "hostile values",
