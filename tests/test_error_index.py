@@ -146,7 +146,7 @@ TRIGGERS = {
     'smap をメッシュなしで呼んだ': (smap_without_mesh, 1),
     'スカラーでない関数を grad した': (grad_of_vector, 1),
     '分割したパラメータを vmap に共通の引数として渡した': (sharded_unmapped_param, 1),
-    'jax.distributed.initialize が遅すぎる': (distributed_too_late, 1),
+    'jax.distributed.initialize を呼ぶのが遅すぎる': (distributed_too_late, 1),
 }
 
 _ROW = re.compile(r"^\| E(\d\d) \| (.+?) \| `(\w+)`：`(.+?)` \| (.+?) \| (.+?) \| (.+) \|$")
