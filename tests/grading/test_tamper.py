@@ -53,7 +53,9 @@ def test_deleted_and_moved_cells(given):
     ex, a = given
     nb = copy.deepcopy(ex)
     last, before = (f"def {a.titles[i]}(" for i in a.ids[-1:-3:-1])
-    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and a.ids[1] in c.source)
+    # 2 問目の見出しのセル（見出しは問題の番号を書かないので、2 問目の関数の前の最後の見出しで探す）
+    code = next(i for i, c in enumerate(nb.cells) if f"def {a.titles[a.ids[1]]}(" in c.source)
+    md = max(i for i, c in enumerate(nb.cells[:code]) if c.cell_type == "markdown" and c.source.startswith("## "))
     deleted = nb.cells.pop(md)
     six = next(i for i, c in enumerate(nb.cells) if last in c.source)
     five = next(i for i, c in enumerate(nb.cells) if before in c.source)
