@@ -40,6 +40,13 @@ def _def_cell(nb, name):
                 if c.cell_type == "code" and re.search(rf"^def {name}\(", c.source, re.M))
 
 
+def problem_heading(nb, name) -> int:
+    """関数 name の問題の見出しのセルの位置: その関数のセルより前の、最後の「## 」の見出し（見出しは問題の番号を
+    書かないので、番号では探せない）。"""
+    code = _def_cell(nb, name)
+    return max(i for i, c in enumerate(nb.cells[:code]) if c.cell_type == "markdown" and c.source.startswith("## "))
+
+
 def _set_def(nb, name, body):
     """関数 name の def 行と本体を ``def name(*args, **kwargs):`` + body で置き換える。ほかの行（チェック呼び出し）は残す。"""
     cell = nb.cells[_def_cell(nb, name)]
@@ -163,7 +170,7 @@ def build_class(folder: Path, reference: Path) -> dict[str, dict]:
 
     # セルの削除（問題 2 の説明）と並べ替え（問題 6 を問題 5 の前へ）: 採点はそのまま
     nb = copy.deepcopy(sol)
-    md = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and IDS[1] in c.source)
+    md = problem_heading(nb, F[1])
     deleted = copy.deepcopy(ex.cells[md])
     del nb.cells[md]
     six, five = _def_cell(nb, F[5]), _def_cell(nb, F[4])

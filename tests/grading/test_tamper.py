@@ -10,6 +10,7 @@ import pytest
 
 from ch6.grading import exercises
 from ch6.grading.tamper import TAMPER, longest_increasing, structure_notes
+from tests.grade_class import problem_heading
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = ROOT / "exercises" / "6_1_vmap.ipynb"
@@ -53,9 +54,7 @@ def test_deleted_and_moved_cells(given):
     ex, a = given
     nb = copy.deepcopy(ex)
     last, before = (f"def {a.titles[i]}(" for i in a.ids[-1:-3:-1])
-    # 2 問目の見出しのセル（見出しは問題の番号を書かないので、2 問目の関数の前の最後の見出しで探す）
-    code = next(i for i, c in enumerate(nb.cells) if f"def {a.titles[a.ids[1]]}(" in c.source)
-    md = max(i for i, c in enumerate(nb.cells[:code]) if c.cell_type == "markdown" and c.source.startswith("## "))
+    md = problem_heading(nb, a.titles[a.ids[1]])  # 2 問目の見出しのセル
     deleted = nb.cells.pop(md)
     six = next(i for i, c in enumerate(nb.cells) if last in c.source)
     five = next(i for i, c in enumerate(nb.cells) if before in c.source)
