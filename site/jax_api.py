@@ -132,7 +132,8 @@ def url(name: str) -> str | None:
 
 def footer_note(pin: str) -> str:
     """サイトのフッタの 1 文：API 名のリンクは最新の JAX の文書へ行き、講座が固定した JAX（pin）とは違うことがある。"""
-    return (f'本文の API 名のリンクは JAX の最新の文書（<a href="{BASE}">docs.jax.dev</a>）へ行きます。'
+    # 画面の部品は日本語だけ（tests/site の test_interface_is_japanese）: リンクの文字も「最新の文書」
+    return (f'本文の関数名のリンクは、JAX の<a href="{BASE}">最新の文書</a>へ行きます。'
             f"JAX は版ごとの文書を公開していないので、講座の JAX {pin} と違うところがあるかもしれません。")
 
 
