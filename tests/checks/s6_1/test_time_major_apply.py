@@ -51,6 +51,9 @@ def _markdown_of(ex_id):
     import json
     from pathlib import Path
 
-    nb = json.loads((Path(__file__).resolve().parents[3] / "solutions" / "6_1_vmap.ipynb").read_text("utf-8"))
-    return next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"
-                and f"（{ex_id}）" in "".join(c["source"]))
+    # 問題文: ch6.check(ex_id, …) のセルより前の、最後の「## 」の見出しからの Markdown（見出しは問題の番号を書かない）
+    cells = json.loads((Path(__file__).resolve().parents[3] / "solutions" / "6_1_vmap.ipynb").read_text("utf-8"))["cells"]
+    texts = ["".join(c["source"]) for c in cells]
+    check = next(i for i, t in enumerate(texts) if f'ch6.check("{ex_id}"' in t)
+    start = max(i for i in range(check) if cells[i]["cell_type"] == "markdown" and texts[i].startswith("## "))
+    return "\n".join(t for c, t in zip(cells[start:check], texts[start:check]) if c["cell_type"] == "markdown")
