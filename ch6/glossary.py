@@ -108,7 +108,7 @@ def markdown() -> str:
     lines = [
         "# 用語集 / Glossary",
         "",
-        "講座のノートブックはこの用語だけを使います。正本は `ch6/glossary.toml` で、このファイルはそこから",
+        "講座のノートブックはこの用語だけを使います。正本は `ch6/glossary.toml` です。このファイルは、そこから",
         "`python -m ch6.glossary --write GLOSSARY.md` で作ります。各ノートブックで初めて使うところでは英語を 1 度添えます。",
         "",
         "| 用語 | English | API | 定義 |",
