@@ -34,7 +34,7 @@ MAX_BACKUP = 512 << 20  # 写しておく量の上限（バイト）
 
 REFUSE = ("提出物を隔離して実行できません（bubblewrap の bwrap が見つからないか、この環境では名前空間を使えません）。"
           "知らない人のコードが、ほかの学習者の提出物・成績簿・採点のしくみを書き換えられるので、クラスの採点は始めません。"
-          "Debian・Ubuntu なら sudo apt install bubblewrap で入ります（macOS・Windows では Linux の仮想マシンかコンテナの中で）。"
+          "Debian・Ubuntu なら sudo apt install bubblewrap で入ります。macOS・Windows では、Linux の仮想マシンかコンテナの中で採点してください。"
           "隔離なしで採点するなら --unisolated（nbgrader では環境変数 CH6_UNISOLATED=1）を付けてください。"
           "そのときは 1 冊ごとに採点のしくみと成績簿を確かめ、書き換えた提出物を 0 点にして元に戻します。")
 

@@ -114,8 +114,8 @@ def check_decode_critical_batch(fn):
     if got[k] is None:
         raise Fail(f"計算律速になる組で None を返しています。この組は B = {want[k]} で計算の時間がメモリの時間に届きます。")
     if got[k] == want[k] - 1:
-        raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、切り上げ（math.ceil）"
-                   "です（int() の切り捨てや round() では 1 つ足りない組があります）。")
+        raise Fail(f"1 つ小さい {got[k]} を返しています。その B ではまだメモリの時間のほうが長いので、"
+                   "math.ceil で切り上げてください。int() の切り捨てや round() では、1 つ足りない組が出ます。")
     raise Fail(f"隠しの組の 1 つで、最小のバッチは {want[k]} のはずが {got[k]} でした。"
                "計算の時間 2·B·N / flops とメモリの時間 (w·N + B·context·kv) / hbm_bw を B で解いてください。")
 

@@ -47,7 +47,7 @@ def _row_mistake(row, old, new, slot: int, length: int) -> str:
 
     # 原因の狭いものから: 何も書いていない行、位置 < length は合っている行、1 つ少ない行、それ以外
     if same(row, old):
-        return (f"スロット {slot} に何も書かれていません。戻り値が入力の cache のままなので、"
+        return (f"戻り値が入力の cache のままで、スロット {slot} に何も書かれていません。"
                 "書き換えた配列（.at[...].set(...) や dynamic_update_slice の結果）を返してください。")
     if same(row[:, :length], new[:, :length]):
         if length < p and same(row[:, length:p], new[:, length:p]):

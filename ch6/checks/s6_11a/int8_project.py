@@ -54,8 +54,8 @@ def _structure(fn, x, q) -> None:
                        "チップでは戻した重みを HBM に書いて読み直します。縮約の後の出力に掛けます。")
     for _, shape, dtype in weight_sized:
         if dtype == jnp.float32:
-            raise Fail(f"q を float32 の重み {fmt(shape)} に変えています。重みの 4 倍のバイトになるので、"
-                       "q は x の型（bf16）に変えて縮約し、float32 は縮約の結果（preferred_element_type）で使います。")
+            raise Fail(f"q を float32 の重み {fmt(shape)} に変えているので、重みの 4 倍のバイトになります。"
+                       "q は x の型（bf16）に変えて縮約し、float32 は縮約の結果（preferred_element_type）にだけ使ってください。")
 
 
 def _mistakes(x, q, scale):

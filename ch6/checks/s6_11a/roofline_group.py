@@ -300,7 +300,7 @@ def check_furthest_below_roofline(fn):
         text = _named(got, want, alts, merged, what, p, empty)
         if text is not None:
             raise Fail(f"{what}{sep(what)}で、{text}")
-        raise Fail(f"{what}{sep(what)}で、{want[0]}（{want[1]}）の比 {fmt(want[2])} が答えのはずが、"
-                   f"{'None' if got is None else f'{got[0]}（{got[1]}）'} でした。")
-    return ("合成のトレース 3 つ（入れ子の while、バイトのない演算、割合の境目の種類、条件に合う種類のない入力）と"
-            "記録したトレース 2 つで、下限から最も遠い種類と比が一致しました。")
+        raise Fail(f"{what}{sep(what)}では、{want[0]}（{want[1]}）の比 {fmt(want[2])} が答えです。"
+                   f"返ってきたのは {'None' if got is None else f'{got[0]}（{got[1]}）'} でした。")
+    return ("合成のトレース 3 つと記録したトレース 2 つで、下限から最も遠い種類と比が一致しました。"
+            "合成の側は、入れ子の while、バイトのない演算、割合の境目の種類、条件に合う種類のない入力です。")

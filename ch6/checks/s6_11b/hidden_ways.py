@@ -117,8 +117,8 @@ def check_max_hidden_ways(fn):
         label, hw, n_out, n_max, _, _ = todo[0]  # bf16・一方向: 定義の既定値で呼んだ答えも同じはず
         default = as_int(call(fn, hw, n_out, n_max), f"{label}（bytes_per_value と direction を省いて呼んだ結果）")
         if default != want[0]:
-            raise Fail(f"{label} で bytes_per_value と direction を省いて呼ぶと {default} 並列で、2 と \"one\" を渡したときの "
-                       f"{want[0]} と違います。定義の既定値は bytes_per_value=2, direction=\"one\" のままにします。")
+            raise Fail(f"{label} で bytes_per_value と direction を省いて呼ぶと {default} 並列、2 と \"one\" を渡すと "
+                       f"{want[0]} 並列です。定義の既定値は bytes_per_value=2, direction=\"one\" のままにします。")
         return (f"隠しのチップの行で {len(todo)} 通り（一方向と双方向、GPU、上限、ちょうど等しい境目）が一致しました"
                 f"（例: {todo[1][0]} → {want[1]} 並列）。")
     for kind, message in MISTAKES:

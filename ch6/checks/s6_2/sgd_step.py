@@ -127,8 +127,8 @@ def _call_pmap(fn, params, xs, ys, masks):
         return stepped, call(stepped, params, xs, ys, masks)
     except LearnerError as exc:
         if isinstance(exc.exc, TypeError) and "positional argument" in str(exc.exc):
-            raise Fail("引数の数が合わないので、sgd_step が 7 つの引数 (params, x, y, mask, loss_fn, lr, axis_name) を"
-                       "受け取っていません。") from None
+            raise Fail("sgd_step の引数の数が合いません。"
+                       "7 つの引数 (params, x, y, mask, loss_fn, lr, axis_name) を受け取るようにしてください。") from None
         name = _unbound_axis(exc)
         if name is None:
             raise

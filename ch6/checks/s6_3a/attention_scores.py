@@ -43,6 +43,6 @@ def check_attention_scores(fn):
         raise Fail(f"結果は正しいのですが、余分な通信があります（{collectives_line(counts)}）。"
                    "q や k を集め直さず、out_sharding で部分和の all-reduce だけにしてください。")
     if m == 1:
-        return ("出力の型は P('data', None, None) です（model 軸の大きさが 1 なので通信が現れず、q や k を集め直す誤りは"
-                "この環境では確かめられません）。")
+        return ("出力の型は P('data', None, None) です。model 軸の大きさが 1 なので通信が現れず、"
+                "q や k を集め直す誤りはこの環境では確かめられません。")
     return f"出力の型は P('data', None, None)、通信は {collectives_line(counts)} だけです。"

@@ -67,8 +67,8 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = "", loose=
                        f"メッシュの軸の名前は '{AXIS}' です。") from None
         if "require replication" in msg or "could not infer replication" in msg:
             if loose is not None and _uses_gather(loose, args):
-                raise Fail("all_gather の結果もデバイスごとに違う値として扱われるので、out_specs=P()（全デバイスで同じ値）の"
-                           f"出力に check_vma がエラーを出しました。{replicated_hint}") from None
+                raise Fail("all_gather の結果もデバイスごとに違う値として扱われるので、out_specs=P() の出力に"
+                           f" check_vma がエラーを出しました。{replicated_hint}") from None
             raise Fail("out_specs=P() は「全デバイスで同じ値」という指定なのに、出力がデバイスごとに違う値のままなので、"
                        f"check_vma がエラーにしました。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:

@@ -18,8 +18,8 @@ def _loss2(params, example):
 
     x, y = example["x"], example["y"]
     if getattr(x, "ndim", 1) != 1:
-        raise Fail(f"sample_loss に形 {tuple(x.shape)} の x（バッチのまま）が渡されました。"
-                   "sample_loss は 1 サンプル用です: jax.vmap(jax.grad(sample_loss), in_axes=(None, 0)) で包んでください。")
+        raise Fail(f"sample_loss は 1 サンプル用ですが、形 {tuple(x.shape)} の x（バッチのまま）が渡されました。"
+                   "jax.vmap(jax.grad(sample_loss), in_axes=(None, 0)) で包んでください。")
     t = jnp.tanh(params["enc"]["W"] @ x + params["enc"]["b"])
     return jnp.sum((params["out"] * t - y) ** 2)
 

@@ -134,8 +134,8 @@ def _check_fsdp_on(fn, mesh, tree, label):
                 hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
             else:
                 hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
-            raise Fail(f"{label}: 葉 {name}（形 {shape}）は {'複製' if axis is None else f'{axis} 軸の分割'}のはずが、"
-                       f"{j} 軸が分割されています。{hint}")
+            want = "複製" if axis is None else f"{axis} 軸の分割"
+            raise Fail(f"{label}: 葉 {name}（形 {shape}）は {want}のはずが、{j} 軸が分割されています。{hint}")
         raise Fail(f"{label}: 葉 {name}（形 {shape}）の分割が規則と違います{seen}。{hint}")
     return total_in, total_out
 
@@ -154,7 +154,8 @@ def check_fsdp_shard(fn):
     if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
         sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
         _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
-    one = ("（デバイスが 1 個なので、どの軸も 1 で割り切れ、割り切れるかの調べ方の誤りはこの環境では確かめられません）"
-           if n == 1 else "")
-    return (f"{n} デバイスで全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになり、"
-            f"どのメッシュでも各葉は割り切れる最も長い軸を 'data' だけで分割しています{one}。")
+    if n == 1:
+        return ("各葉は割り切れる最も長い軸を 'data' だけで分割しています。1 デバイスではどの軸も 1 で割り切れるので、"
+                "割り切れるかの調べ方の誤りはこの環境では確かめられません。")
+    return (f"{n} デバイスで、全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになりました。"
+            "どのメッシュでも、各葉は割り切れる最も長い軸を 'data' だけで分割しています。")

@@ -66,7 +66,7 @@ def q6_truth(n: int) -> frozenset:
 def check_q6(fn):
     n = n_devices()
     why = {
-        "a": "(1, 6) は 1 デバイスの関数が返す形で、out_specs=P('data', None) は結果を data 軸に沿ってつなぐので全体はそれより大きくなります。",
+        "a": "(1, 6) は 1 デバイスの関数が返す形で、全体は out_specs=P('data', None) がそれを data 軸に沿ってつないだ形です。",
         "b": "1 デバイスが返す形と、out_specs が何をつなぐかを確かめてください。",
         "c": "(2*n_devices, 6) は入力 x6 全体の形ですが、各デバイスは平均を取って 1 行にしています。",
         "d": "shard_map は次元の数を保つ（keepdims=True で 1 デバイスの結果は 2 次元）ので、(6,) にはなりません。",

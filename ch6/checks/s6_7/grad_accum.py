@@ -64,8 +64,8 @@ def check_accumulated_value_and_grad(fn):
     lengths, size4 = _scan_lengths(fn, loss_fn, params, batch, 4)
     _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
     if not lengths and size4 == size2:
-        raise Fail("jaxpr に scan がなく、k を変えても式の数が同じなので、マイクロバッチを 1 つずつ回していません"
-                   "（バッチ全体や vmap で同時に計算すると、こうなります）。活性値を減らすには、lax.scan で 1 つずつ回します。")
+        raise Fail("jaxpr に scan がなく、k を変えても式の数が同じなので、マイクロバッチを 1 つずつ回していません。"
+                   "活性値を減らすには、バッチ全体や vmap で同時に計算せず、lax.scan で 1 つずつ回してください。")
     if not lengths:
         raise Fail("jaxpr に scan がないので、マイクロバッチを Python で回しています。lax.scan の中に 1 回分を書きます。")
     if 4 not in lengths:

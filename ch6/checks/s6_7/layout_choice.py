@@ -243,7 +243,7 @@ def check_choose_layout(fn):
     if table[g][0] > hw.hbm_bytes * (1 + TOL):
         raise Fail(f"{label}: {g} は {table[g][0] / 1e9:.1f} GB で容量 {cap:.1f} GB を超えるので、{w} のはずでした。")
     if _same(table[g][1], table[w][1]):
-        raise Fail(f"{label}: 見積もりは {g} も {w} も {table[w][1] * 1e3:.3g} ms で、重ならないときの上界が {w} のほうが"
-                   f"短いので、{w} のはずが {g} でした。")
+        raise Fail(f"{label}: 見積もりは {g} も {w} も {table[w][1] * 1e3:.3g} ms で同じです。"
+                   f"重ならないときの上界が {w} のほうが短いので、{w} のはずが {g} でした。")
     raise Fail(f"{label}: 見積もりは {g} が {table[g][1] * 1e3:.3g} ms、{w} が {table[w][1] * 1e3:.3g} ms なので、"
                f"{w} のはずが {g} でした。")

@@ -84,7 +84,7 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
             ways = _ways(entry, mesh)
             if size % ways:
                 logical = spec[dim]
-                raise Fail(f"{what}: 規則が {logical} を {entry} で {ways} 個に分割していますが、パラメータ {name} のその軸の"
+                raise Fail(f"{what}: 規則が {logical} を {entry} で {ways} 個に分割しています。パラメータ {name} のその軸の"
                            f"長さ {size} は {ways} で割り切れないので、配置できません。割り切れない論理軸は分割しない決まりです。")
             count *= size // ways
         out[name] = count

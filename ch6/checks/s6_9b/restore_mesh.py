@@ -99,8 +99,8 @@ def _explain_orbax_error(err: LearnerError, where: str, directory: Path, spike: 
             raise Fail(f"{where}（spike = {spike}）: ステップ {step} は書き終えていない（完了の印のない一時ディレクトリの）"
                        "チェックポイントです。ディレクトリの名前を数えるのではなく、mgr.all_steps() の完全なステップから"
                        "選びます。") from None
-        raise Fail(f"{where}（spike = {spike}）: ステップ {step} は保存されていません（チェックポイントは数ステップごとで、"
-                   "spike − 1 があるとは限りません）。mgr.all_steps() にあるステップから選びます。") from None
+        raise Fail(f"{where}（spike = {spike}）: ステップ {step} は保存されていません。チェックポイントは数ステップごとで"
+                   " spike − 1 があるとは限らないので、mgr.all_steps() にあるステップから選んでください。") from None
 
 
 def _cases(n: int, k: int) -> list[tuple[int, int]]:
@@ -142,9 +142,10 @@ def check_restore_before_spike(fn):
         _check_nothing_before(fn, directory, config, jax.devices()[-cases[0][0]:], saved)
     one = ("（デバイスが 1 個なので、メッシュと規則の違いはこの環境では確かめられません。デバイスが複数の環境でも"
            "試してください）") if jax.device_count() == 1 else ""
-    return (f"跳ねたステップ {', '.join(str(s) for _, s in cases)} のそれぞれで、その前の最新の完全なチェックポイントを、"
-            f"デバイス {', '.join(str(m) for m, _ in cases)} 個のメッシュへ規則どおりに復元し、データの位置を spike まで"
-            f"進めました。最初の保存のステップ {saved[0]} で跳ねたときは None でした。{one}")
+    spikes, sizes = ", ".join(str(s) for _, s in cases), ", ".join(str(m) for m, _ in cases)
+    return (f"跳ねたステップ {spikes} のそれぞれで、直前の完全なチェックポイントを、デバイス {sizes} 個のメッシュへ"
+            f"規則どおりに復元しました。データの位置は spike まで進み、最初の保存のステップ {saved[0]} で跳ねたときは"
+            f" None でした。{one}")
 
 
 def _check_nothing_before(fn, directory, config, devices, saved: list[int]) -> None:
@@ -213,8 +214,8 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
         raise Fail(f"{at}: 復元したステップ {step} は損失が跳ねたステップ {spike} より後なので、跳ねた更新を含んだままです。"
                    "mgr.latest_step() ではなく、spike より小さい完全なステップのうち最新のものを選びます。")
     if step < best:
-        raise Fail(f"{at}: ステップ {step} を復元しましたが、spike より前の完全なチェックポイントにはもっと新しいステップ"
-                   f" {best} があります（完全なステップ: {saved}）。巻き戻すのは必要な分だけにします。")
+        raise Fail(f"{at}: ステップ {step} を復元しましたが、spike より前にもっと新しいステップ {best} があります"
+                   f"（完全なステップ: {saved}）。巻き戻すのは必要な分だけにしてください。")
     if step != best:
         raise Fail(f"{at}: ステップ {step} を復元しましたが、そのステップは完全なチェックポイントにありません"
                    f"（{saved}）。")
@@ -276,9 +277,9 @@ def _check_arrays(state, want_values: dict, config, devices, where: str) -> None
         spec = getattr(leaf.sharding, "spec", None)
         if (not leaf.sharding.is_equivalent_to(sharding, leaf.ndim) and spec == sharding.spec
                 and getattr(leaf.sharding, "mesh", None) is not None):
-            raise Fail(f"{where}: {name} の規則（{spec}）は合っていますが、メッシュのデバイスの並び"
-                       f" {_ids(leaf.sharding.mesh.devices.flat)} が lm.make_mesh(devices) の"
-                       f" {_ids(sharding.mesh.devices.flat)} と違います。メッシュは devices をその順のまま渡して作ってください。")
+            raise Fail(f"{where}: {name} のメッシュのデバイスの並び {_ids(leaf.sharding.mesh.devices.flat)} が、"
+                       f"lm.make_mesh(devices) の {_ids(sharding.mesh.devices.flat)} と違います。"
+                       f"規則（{spec}）は合っているので、メッシュは devices をその順のまま渡して作ってください。")
         if not leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
             raise Fail(f"{where}: {name} のシャーディングが {getattr(leaf.sharding, 'spec', leaf.sharding)} で、"
                        f"規則 fsdp_tp のとおりなら {sharding.spec} です。")
