@@ -39,8 +39,6 @@ MIN_CHARS = 12
 TRIVIAL = re.compile(r"^(return( [\w.]+(, [\w.]+)*)?|[\[\](){},]+|pass|break|continue|\.\.\.)$")
 
 # まだ記録に置き換えていないチェックに残る解答の行: (wheel の中のファイル, 行) → なぜ残るか
-_GIVEN = ("6.7-3 は、6.7-2 と同じ働きの関数 reference_accumulate を学習者の関数に引数として渡し、学習者のコードが jit の中で"
-          "呼んでメモリを測ります。値ではなく関数そのものが要るので、記録に置き換えられません（6.7-2 の答えの形です）")
 _MEASURED = ("6.7-4 の表は、候補の方針をこのマシンでコンパイルして測ったバイトと FLOP です。学習者の答えと同じバックエンドで"
              "測る必要があるので、作るときの値に置き換えられません。同じ行は、問題文が渡す make_loss を呼ぶ 1 行です")
 _ORBAX = ("6.9b-2 は、学習者の関数に本物のチェックポイントのフォルダを渡して確かめます。同じ行は、問題文が使うよう求める "
@@ -49,10 +47,6 @@ _STATED = ("6.6-3 のチェックが隠しのメッシュの軸の大きさを�
            "切り上げる」と約束する量で、答えの書き方は含みません（参照の実装は tests/ に移しました）")
 NOT_YET: dict[tuple[str, str], str] = {
     ("ch6/checks/s6_6/global_batch.py", "size = mesh.shape[axis]"): _STATED,
-    ("ch6/checks/s6_7/common.py", "def body(total, mb):"): _GIVEN,
-    ("ch6/checks/s6_7/common.py",
-     "micro = jax.tree.map(lambda a: a.reshape(k, a.shape[0] // k, *a.shape[1:]), batch)"): _GIVEN,
-    ("ch6/checks/s6_7/common.py", "zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))"): _GIVEN,
     ("ch6/checks/s6_7/remat_budget.py", "loss = make_loss(policy)"): _MEASURED,
     ("ch6/checks/s6_9b/restore_mesh.py", "mgr = train.manager(directory)"): _ORBAX,
 }

@@ -72,18 +72,20 @@ def tanh_model(r: np.random.Generator, batch: int, d: int, h: int):
     return params, data, loss_fn
 
 
-def reference_accumulate(loss_fn, params, batch, k):
-    """6.7-3 で学習者に渡す、6.7-2 と同じ働きの関数（前から順に k 個に切る）。"""
+def lesson_accumulate(loss_fn, params, batch, k):
+    """6.7-3 で学習者に渡す関数: 本編 4.4 節の accumulated_grad と同じく、k 個のマイクロバッチの勾配を lax.scan で
+    平均する。バッチは {"x", "y"} の辞書だけを受け取り、損失は返さない（6.7-2 の答えではない: 学習者版に 6.7-2 の
+    答えを置かないため。tests/tools/test_learner_answers.py）。"""
     import jax
     import jax.numpy as jnp
     from jax import lax
 
-    micro = jax.tree.map(lambda a: a.reshape(k, a.shape[0] // k, *a.shape[1:]), batch)
+    xs = batch["x"].reshape(k, -1, *batch["x"].shape[1:])
+    ys = batch["y"].reshape(k, -1, *batch["y"].shape[1:])
 
-    def body(total, mb):
-        value = jax.value_and_grad(loss_fn)(params, mb)
-        return jax.tree.map(jnp.add, total, value), None
+    def step(acc, xy):
+        g = jax.grad(loss_fn)(params, {"x": xy[0], "y": xy[1]})
+        return jax.tree.map(jnp.add, acc, g), None
 
-    zero = (jnp.zeros(()), jax.tree.map(jnp.zeros_like, params))
-    total, _ = lax.scan(body, zero, micro)
-    return jax.tree.map(lambda a: a / k, total)
+    acc, _ = lax.scan(step, jax.tree.map(jnp.zeros_like, params), (xs, ys))
+    return jax.tree.map(lambda a: a / k, acc)

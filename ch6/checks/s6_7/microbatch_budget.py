@@ -5,7 +5,7 @@ import re
 
 from ...checking import CANNOT_TELL, Fail, LearnerError, call, exercise
 from ..chips import number
-from .common import pair, reference_accumulate, rng, tanh_model
+from .common import pair, lesson_accumulate, rng, tanh_model
 
 _B = 12  # 約数 1, 2, 3, 4, 6, 12（3 と 6 は 2 のべき乗ではない）
 _DIVISORS = tuple(k for k in range(1, _B + 1) if _B % k == 0)
@@ -19,14 +19,14 @@ def _model():
 
 
 def _temp(k: int) -> int:
-    """k の一時領域（参照の accumulate を static_argnums=(0, 3) で jit してコンパイル）。デバイス数ごとに 1 度だけ。"""
+    """k の一時領域（学習者に渡す accumulate を static_argnums=(0, 3) で jit してコンパイル）。デバイス数ごとに 1 度だけ。"""
     import jax
 
     # 読み方（Compiled.memory_analysis）もキーに入れる: テストがそれを TPU の値に差し替えたら測り直す
     key = (jax.device_count(), k, jax.stages.Compiled.memory_analysis)
     if key not in _TEMPS:
         params, batch, loss_fn = _model()
-        step = jax.jit(reference_accumulate, static_argnums=(0, 3))
+        step = jax.jit(lesson_accumulate, static_argnums=(0, 3))
         mem = step.lower(loss_fn, params, batch, k).compile().memory_analysis()
         _TEMPS[key], _ARGS[key[0]], _OUTS[key[0]] = (mem.temp_size_in_bytes, mem.argument_size_in_bytes,
                                                      mem.output_size_in_bytes)
@@ -99,7 +99,7 @@ def check_fewest_microbatches(fn):
     # 予算: 3 で初めて収まる予算（少し余裕）、3 のちょうど、どれでも収まる予算、6 のちょうど（約数でない 5 の次）、
     # いちばん小さい一時領域ちょうど（CPU では k=B だけ）、どれも収まらない予算。同じ予算は 1 度だけ
     budgets = list(dict.fromkeys([_temp(3) + 8, _temp(3), _temp(1) + 4096, _temp(6), lowest, lowest - 1]))
-    answers = [_answer(_call(fn, reference_accumulate, loss_fn, params, batch, b), b) for b in budgets]
+    answers = [_answer(_call(fn, lesson_accumulate, loss_fn, params, batch, b), b) for b in budgets]
     got = [k for k, _ in answers]
     want = [_first_fit(b) for b in budgets]
     pow2 = tuple(k for k in _DIVISORS if k & (k - 1) == 0)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tests.checkhelp import boom, expect, not_done
+from tests.checkhelp import boom, expect, not_done, run_check
 
 
 def _split(batch, k):
@@ -131,3 +131,12 @@ def test_python_loop_inside_scan_of_length_k_is_caught_by_size():
 def test_not_done_and_learner_error():
     expect("6.7-2", not_done, "not_done", "まだ解答されていません")
     expect("6.7-2", boom, "error", "ZeroDivisionError")
+
+
+def test_the_accumulate_6_7_3_hands_to_learners_is_not_a_6_7_2_answer():
+    # 6.7-3 のチェックが学習者の関数に渡す accumulate（学習者版にも入る）は、本編 4.4 節の accumulated_grad と同じ働き
+    # だけをする: それを 6.7-2 の答えとして出しても通らない（issue 47 の 4: 学習者版に 6.7-2 の答えを置かない）
+    from ch6.checks.s6_7.common import lesson_accumulate
+
+    r = run_check("6.7-2", lesson_accumulate)
+    assert r.status == "fail", r.message
