@@ -153,19 +153,29 @@ def _run_check(exercise_id: str, answer: Any) -> Result:
         return Result(exercise_id, Status.PASS, f"{entry.title}: {detail}".rstrip() if detail else entry.title)
     except NotDone:
         return Result(exercise_id, Status.NOT_DONE,
-                      f"{entry.title}: まだ解答されていません（NotImplementedError のままです）。")
+                      f"{entry.title}: 関数の本体に答えを書いてから、このセルを実行してください"
+                      "（いまは NotImplementedError を出します）。")
     except Fail as exc:
         return Result(exercise_id, Status.FAIL, f"{entry.title}: {exc}")
     except LearnerError as exc:
         err = exc.exc
-        return Result(exercise_id, Status.ERROR,
-                      f"{entry.title}: 解答のコードの中でエラーが起きました: {explain.explain(err)}")
+        return Result(exercise_id, Status.ERROR, f"{entry.title}: {_in_answer(err)}")
     except RecursionError:
         return Result(exercise_id, Status.ERROR, f"{entry.title}: 再帰が深すぎます（関数が自分自身を呼んでいませんか？）。")
     except Exception as exc:  # チェッカ自身の不具合: トレースバックは見せない
         return Result(exercise_id, Status.INTERNAL,
                       f"{entry.title}: チェッカ内部の問題です（解答のせいではありません）: "
                       f"{type(exc).__name__}: {one_line(exc)}")
+
+
+def _in_answer(err: BaseException) -> str:
+    """解答のコードの中の例外の 1 行: 「解答のコードの中で ZeroDivisionError が起きました（原文「…」）。」、説明がある
+    例外は「解答のコードの中で TypeError が起きました。説明」（「起きました」を 1 度だけ。issue 46 の編集者の読み）。"""
+    text = explain.explain(err)
+    name = type(err).__name__
+    if text.startswith(f"{name}: "):
+        return f"解答のコードの中で {name} が起きました。{text.removeprefix(f'{name}: ')}"
+    return f"解答のコードの中で {text}"
 
 
 # チェック 1 つの制限時間（秒）: ノートブックの ch6.check と nbgrader 版の採点のセル。ch6-grade の --check-timeout と

@@ -128,9 +128,9 @@ def build_class(folder: Path, reference: Path) -> dict[str, dict]:
     _drop_check(nb, IDS[4])
     save_notebook(nb, folder / "ito_6_1_vmap.ipynb")
     exp["ito"] = dict(marks=_marks("✅", "✅", "❌", "❌", "❌", rest="⏳"), score=2, notes=[CALLS_CHANGED.format(IDS[4])],
-                      messages={IDS[3]: "解答のコードの中でエラーが起きました",
+                      messages={IDS[3]: "解答のコードの中で TypeError が起きました",
                                 IDS[4]: f"チェックが {CHECK_TIMEOUT} 秒以内に終わりませんでした",
-                                IDS[5]: "まだ解答されていません"},
+                                IDS[5]: "関数の本体に答えを書いてから"},
                       statuses={IDS[3]: "error", IDS[4]: "timeout", IDS[5]: "not_done"})
 
     # ノートブックでないファイル、壊れた JSON

@@ -44,7 +44,7 @@ def test_6_1_1_wrong():
     expect("6.1-1", lambda k, x, c, g: lax.map(lambda cg: k(x, *cg), (c, g)), "fail", "scan")
     expect("6.1-1", lambda k, x, c, g: jnp.zeros(7), "fail", "一度も呼ばれていません")
     expect("6.1-1", lambda k, x, c, g: rbf_ref(k, x, c, g) + 0.1, "fail", "値が違います")
-    expect("6.1-1", not_done, "not_done", "まだ解答されていません")
+    expect("6.1-1", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.1-1", boom, "error", "ZeroDivisionError")
     expect("6.1-1", 42, "fail", "関数を渡してください")
 

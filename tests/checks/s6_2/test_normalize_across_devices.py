@@ -41,7 +41,7 @@ def test_6_2_1_wrong():
     if N > 1:
         pmean = lambda xs: jax.pmap(lambda x: x / lax.pmean(x.sum(), "i"), axis_name="i")(xs)  # noqa: E731
         expect("6.2-1", pmean, "fail", "lax.pmean）で割って")
-    expect("6.2-1", not_done, "not_done", "まだ解答されていません")
+    expect("6.2-1", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.2-1", boom, "error", "ZeroDivisionError")
     expect("6.2-1", "normalize", "fail", "関数を渡してください")
 

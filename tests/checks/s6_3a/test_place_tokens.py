@@ -61,7 +61,7 @@ def test_place_tokens_not_placed_swapped_and_errors():
     expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(t, m, mesh)[:1], "2 つ組")
     expect_fail("6.3a-1", lambda t, m, mesh: tokens_ref(np.zeros_like(t), m, mesh), "tokens の値が違います")
     expect_fail("6.3a-1", lambda t, m, mesh: t["bad"], "IndexError", status="error")
-    expect_fail("6.3a-1", not_done, "まだ解答されていません", status="not_done")
+    expect_fail("6.3a-1", not_done, "関数の本体に答えを書いてから", status="not_done")
 
 
 def test_place_tokens_on_a_mesh_of_ones_own_is_refused():

@@ -37,7 +37,7 @@ def test_6_4_1_wrong():
            "fail", "Python のループ")
     expect("6.4-1", lambda f, p, xs, ys: jnp.mean(lax.map(lambda xy: f(p, *xy), (xs.T, ys))), "fail", "scan")
     expect("6.4-1", lambda f, p, xs, ys: jnp.float32(1.234), "fail", "値が違います")
-    expect("6.4-1", not_done, "not_done", "まだ解答されていません")
+    expect("6.4-1", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.4-1", boom, "error", "ZeroDivisionError")
 
 

@@ -149,5 +149,5 @@ def test_6_4_2_wrong():
     expect("6.4-2", lambda f, p, batch, u, k, c: jax.tree.map(jnp.zeros_like, p), "fail", "値が違います")
     expect("6.4-2", lambda f, p, batch, u, k, c: jax.grad(f)(p, batch), "fail", "バッチのまま", "vmap")
     expect("6.4-2", lambda f, p, batch, c: p, "error", "TypeError")  # 以前の問題文の形（引数 4 つ）
-    expect("6.4-2", not_done, "not_done", "まだ解答されていません")
+    expect("6.4-2", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.4-2", boom, "error", "ZeroDivisionError")

@@ -158,7 +158,7 @@ def test_6_4_3_wrong():
     expect("6.4-3", lambda loss_fn, optimizer, mesh: "step", "fail", "関数（学習ステップ）")
     expect("6.4-3", lambda loss_fn, optimizer, mesh: (lambda p, s, xs, ys: (p, s)), "fail", "3 つ組")
     expect("6.4-3", lambda loss_fn, optimizer, mesh: (lambda p, s, xs, ys: (p, s, jnp.zeros(7))), "fail", "一度も呼ばれていません")
-    expect("6.4-3", lambda loss_fn, optimizer, mesh: not_done, "not_done", "まだ解答されていません")
+    expect("6.4-3", lambda loss_fn, optimizer, mesh: not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.4-3", boom, "error", "ZeroDivisionError")
 
 

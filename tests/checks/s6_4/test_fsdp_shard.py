@@ -89,7 +89,7 @@ def test_6_4_4_wrong():
     if n > 1:
         expect("6.4-4", lambda t, m: jax.tree.map(lambda a: jax.device_put(a, NamedSharding(m, P("data"))), t),
                "fail", "割り切れない軸", "mesh.shape['data']")
-    expect("6.4-4", not_done, "not_done", "まだ解答されていません")
+    expect("6.4-4", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.4-4", boom, "error", "ZeroDivisionError")
 
 

@@ -163,7 +163,7 @@ def test_not_implemented_is_not_done(qid):
 
     r = ch6.run_check(qid, q)
     assert r.status == "not_done"
-    assert "まだ解答されていません" in r.message
+    assert "関数の本体に答えを書いてから" in r.message
 
 
 @pytest.mark.parametrize("qid", ["6.5-2", "6.5-9"])

@@ -102,7 +102,7 @@ def test_other_wrong_answers():
 
 
 def test_not_done_and_learner_error():
-    expect("6.7-1", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-1", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.7-1", boom, "error", "ZeroDivisionError")
 
 

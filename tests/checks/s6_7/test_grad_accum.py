@@ -129,7 +129,7 @@ def test_python_loop_inside_scan_of_length_k_is_caught_by_size():
 
 
 def test_not_done_and_learner_error():
-    expect("6.7-2", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-2", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.7-2", boom, "error", "ZeroDivisionError")
 
 

@@ -110,7 +110,7 @@ def test_jit_without_static_arguments_is_explained():
 
 
 def test_not_done_and_learner_error():
-    expect("6.7-3", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-3", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.7-3", boom, "error", "ZeroDivisionError")
 
 

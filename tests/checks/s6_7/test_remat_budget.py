@@ -180,7 +180,7 @@ def test_generic_messages_name_the_case():
 
 
 def test_not_done_and_learner_error():
-    expect("6.7-4", not_done, "not_done", "まだ解答されていません")
+    expect("6.7-4", not_done, "not_done", "関数の本体に答えを書いてから")
     expect("6.7-4", boom, "error", "ZeroDivisionError")
 
 
