@@ -327,8 +327,8 @@ def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
     counts = [jaxpr_size(fn, *make_args(n)) for n in sizes]
     if counts[0] != counts[1]:
         raise Fail(
-            f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
-            "Python のループで 1 件ずつ処理しています。vmap で一度にバッチ化してください。"
+            f"{what}を {sizes[0]} から {sizes[1]} にすると、jaxpr の式の数が {counts[0]} から {counts[1]} に増えました。"
+            "Python のループで 1 件ずつ処理しているので、vmap で一度にバッチ化してください。"
         )
     prims = jaxpr_primitives(fn, *make_args(sizes[1]))
     loops = sorted(prims & {"scan", "while"})

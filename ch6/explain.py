@@ -114,7 +114,7 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
     ("ValueError", re.compile(r"not enough values to unpack|too many values to unpack"),
      lambda m, msg: f"返した値の個数が、受け取る側の個数と合いません（「{cut(clean(msg), 60)}」）。"),
     ("ValueError", re.compile(r"out_specs which require replication which can't be statically inferred"),
-     lambda m, msg: "out_specs（smap では out_axes=None）で全デバイスに同じ値（複製）として返す出力が、型の上では"
+     lambda m, msg: "out_specs（smap では out_axes=None）で複製として返す出力が、型の上では"
                     "デバイスごとに違う値（varying）のままです。lax.psum や lax.pmean でそろえてから返すか、分割したまま返してください。"),
     ("ValueError", re.compile(r"requires the current value of parameters, but you are not passing `params`"),
      lambda m, msg: "この最適化器（重み減衰つきの adamw など）は、更新の計算に今のパラメータを使います。"
@@ -122,12 +122,12 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
     ("ValueError", re.compile(r"in_specs entry which is too long.*?in_specs\[(\d+)\] is (P\(.*?\)) which has length (\d+), "
                               r"but the passed args\[\d+\](?:, where args\[\d+\] is bound to .*?parameter '(\w+)')?, has shape "
                               r"(\S+), which has rank (\d+)", re.S),
-     lambda m, msg: f"in_specs（smap では in_axes）の {int(m.group(1)) + 1} 番目の指定 {m.group(2)} は {m.group(3)} 次元分ありますが、"
+     lambda m, msg: f"in_specs（smap では in_axes）の {int(m.group(1)) + 1} 番目の指定 {m.group(2)} は {m.group(3)} 次元分です。"
                     f"対応する引数{'「' + m.group(4) + '」' if m.group(4) else ''}は形 {m.group(5)}（{m.group(6)} 次元）です。"
                     "spec の長さは配列の次元の数までで、スカラー（eps など）や全デバイスで同じ値は P()（smap では None）にします。"),
     ("ValueError", re.compile(r"in_specs passed to shard_map: (.+?) does not match the specs of the input: (.+?) for arg"),
      lambda m, msg: f"in_specs（smap では in_axes）の {m.group(1)} と、渡した配列のシャーディング {m.group(2)} が合いません。"
-                    "Explicit のメッシュでは、入力を jax.device_put や jax.reshard で in_specs と同じシャーディングにしてから渡します。"),
+                    "Explicit のメッシュでは、jax.device_put か jax.reshard で入力を in_specs と同じシャーディングにしてください。"),
 ]
 
 

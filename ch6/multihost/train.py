@@ -205,7 +205,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     # 故障の模擬
     ap.add_argument("--fail-process", type=int, help="このプロセス番号を故障させる（テスト用）")
     ap.add_argument("--fail-at", choices=("step", "join", "hang"), default="step",
-                    help="step: 2 ステップ目の前に例外で異常終了する / join: 参加せずに止まったままになる / "
+                    help="step: 2 ステップ目の前に例外で異常終了する / join: 参加しないまま止まる / "
                          "hang: 参加した後、2 ステップ目の前で止まったままになる")
     return ap.parse_args(argv)
 
