@@ -5,7 +5,7 @@ import re
 
 from ...checking import CANNOT_TELL, Fail, LearnerError, call, exercise
 from ..chips import number
-from .common import pair, lesson_accumulate, rng, tanh_model
+from .common import lesson_accumulate, pair, rng, tanh_model
 
 _B = 12  # 約数 1, 2, 3, 4, 6, 12（3 と 6 は 2 のべき乗ではない）
 _DIVISORS = tuple(k for k in range(1, _B + 1) if _B % k == 0)
