@@ -25,15 +25,22 @@ SLOW_TESTS = ("test_core::test_every_check_reports_not_done_for_a_stub",
               "test_nbgrader_edition::test_grade_shows_a_correct_answers_warnings_on_stdout_not_stderr",
               "test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
               "test_own_checkout::test_pytest_refuses_to_start_when_kernels_would_import_another_checkout",
-              "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
+              "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted",
+              "test_gradebook::test_command_writes_the_gradebook_from_real_submissions")
 # 通しのテスト（クラスの採点、採点の監視、2 プロセスの学習、チェックへの意地悪な値、仕上げの保存と再開、学習者版の
 # カーネル）と、演習ノートブック（exercises/、空欄のまま）の nbval: make test ではなく CI の段 make test-integration で
 # （make test を 2 コアで 5 分に収めるため）
 # test_learner_answers: 学習者版を作るときに、記録のために 8 プロセスでチェックを動かす（新しいクローンで 25 秒ほど）
+# test_lm（モデルを学習する）、test_env と test_smoke（setup() を子プロセスで何通りも起動する）、全チェックに空欄を
+# 渡すテスト、本物の提出での成績簿、変異の実行時の関数: 2 コアで合わせて約 60 秒。make test を 5 分に収めるため
+# ここへ（2026-12-07、新しいクローンの make test の --durations で最も遅かったもの）
 INTEGRATION_MODULES = ("test_grade", "test_guard", "test_isolation_attacks", "test_multihost", "test_hostile", "test_capstone",
-                       "test_learner_answers")
+                       "test_learner_answers", "test_lm", "test_env", "test_smoke")
 INTEGRATION_TESTS = ("test_learner_edition::test_learner_kernel_refuses_the_checks_and_still_grades",
-                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted")
+                     "test_accelerator::test_the_checks_own_tests_run_in_a_child_and_are_counted",
+                     "test_core::test_every_check_reports_not_done_for_a_stub",
+                     "test_gradebook::test_command_writes_the_gradebook_from_real_submissions",
+                     "test_mutate::test_runtime_functions_give_the_values_of_the_collectives_they_replace")
 # 全解答の全変異体にチェックを実行するスコアと、8 デバイスで見抜いた変異体を 3 と 1 デバイスで試し直すテスト:
 # make test ではなく CI の段 make test-mutation で。1 冊の変異体は make exercise NB=… が実行します
 MUTATION_TESTS = ("test_mutate::test_mutation_score",
