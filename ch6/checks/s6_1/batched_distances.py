@@ -13,7 +13,7 @@ def _pair_3(spy: Spy, d: int):
     """隠し pair_fn（コサイン距離）: x (d,)、y (d,) -> スカラー。"""
     import jax.numpy as jnp
 
-    hint = "vmap を 3 段重ね、組・組の中の点・Y の点を回してください。"
+    hint = "vmap を 3 段重ね、組・組の中の点・Y の点をそれぞれバッチにしてください。"
 
     def pair_fn(x, y):
         spy.calls += 1
@@ -51,7 +51,7 @@ def check_batched_distances(fn):
     shape = shape_of(got)
     if shape is not None and shape != want.shape and sorted(shape) == sorted(want.shape):
         raise Fail(f"出力の軸の順番が違い、(組, 点, Y の点) = {fmt(want.shape)} のはずが {fmt(shape)} でした。"
-                   "外側の段から組、組の中の点、Y の点の順に回します。")
+                   "外側の段から組、組の中の点、Y の点の順にバッチにします。")
     expect_close(got, want, "batched_distances(pair_fn, Xs, Y) の結果", rtol=1e-4, atol=1e-4,
                  )
     for what, make in (("点群の組の数", lambda k: (_pair_3(Spy(), d), *data(k, n, m))),

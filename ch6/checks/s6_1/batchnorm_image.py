@@ -42,7 +42,7 @@ def check_batchnorm_image(fn):
     if shape_of(got) == want.shape and not np.allclose(np.asarray(got, np.float64), want, rtol=1e-3, atol=1e-3):
         g = np.asarray(got, np.float64)
         if np.allclose(g, _bn_np(xs, 0.0), rtol=1e-2, atol=1e-3):
-            raise Fail("分散 ≈ 1e-6 のチャネルで値が違うので、分母 sqrt(分散 + eps) に eps が入っていません。")
+            raise Fail("分母 sqrt(分散 + eps) に eps が入っていないので、分散 ≈ 1e-6 のチャネルで値が違います。")
         per_image = (xs - xs.mean((1, 2), keepdims=True)) / np.sqrt(xs.var((1, 2), keepdims=True) + EPS)
         if np.allclose(g, per_image, rtol=1e-3, atol=1e-3):
             raise Fail("画像 1 枚ごとの統計で正規化しています。平均と分散は lax.pmean(…, 'batch') でバッチ全体にわたって取ります。")

@@ -14,7 +14,7 @@ def _loss_4(spy: Spy, d: int):
     """隠し loss_fn: params = {"hidden": {"W", "b"}, "head": v}、x (d,)、y () -> スカラー。"""
     import jax.numpy as jnp
 
-    hint = "サンプルの軸は vmap で回します。"
+    hint = "サンプルの軸は vmap でバッチにします。"
 
     def loss_fn(params, x, y):
         spy.calls += 1
@@ -85,7 +85,7 @@ def check_clipped_mean_grad(fn):
             s = np.minimum(1.0, c / sample_norms(per) ** 2)
             return jax.tree.map(lambda v: (v * s.reshape((-1,) + (1,) * (v.ndim - 1))).mean(0), per)
         if tree_close(got, elementwise(max_norm)) and tree_close(got_small, elementwise(small)):
-            raise Fail("勾配を要素ごとに ±max_norm で切っています。ベクトル全体のノルムで、g_i を min(1, max_norm / ||g_i||) 倍します。")
+            raise Fail("勾配を要素ごとに ±max_norm でクリップしています。ベクトル全体のノルムで、g_i を min(1, max_norm / ||g_i||) 倍します。")
         if tree_close(got, squared(max_norm)) and tree_close(got_small, squared(small)):
             raise Fail("倍率をノルムの 2 乗で決めています。ノルムは 2 乗和の平方根（jnp.sqrt）です。")
     expect_tree(got, want, "clipped_mean_grad の結果",
@@ -94,7 +94,7 @@ def check_clipped_mean_grad(fn):
                  hint="max_norm は引数の値を使います。")
     expect_no_batch_loop(fn, lambda n: (_loss_4(Spy(), d), params, *data(n), max_norm))
     clipped = int((norms > max_norm).sum())
-    return f"別の loss_fn と {b} サンプル（うち {clipped} 件をクリップ）で一致し、jaxpr はバッチサイズに依存しません。"
+    return f"別の loss_fn と {b} サンプル（うち {clipped} 件をクリップ）で一致し、jaxpr はバッチの大きさに依存しません。"
 
 
 def _leaves_or_empty(tree) -> list:

@@ -75,7 +75,7 @@ def expect_tree(got, want, what: str, hint: str = "") -> None:
     except Exception:
         got_def = None
     if got_def != want_def:
-        raise Fail(f"{what}は params と同じ構造（{_describe(want)}）のはずが、{_describe(got)} でした。"
+        raise Fail(f"{what}は params と同じ構造（{_describe(want)}）のはずが、{_describe(got)}でした。"
                    "jax.tree.map を使うと構造はそのまま残ります。")
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(want)[0]]
     for path, g, w in zip(paths, jax.tree.leaves(got), jax.tree.leaves(want)):
@@ -88,4 +88,4 @@ def _describe(tree) -> str:
     if isinstance(tree, (list, tuple)):
         return f"{type(tree).__name__}（要素 {len(tree)} 個）"
     shape = getattr(tree, "shape", None)
-    return f"形 {fmt(tuple(shape))} の配列" if shape is not None else type(tree).__name__
+    return f"形 {fmt(tuple(shape))} の配列" if shape is not None else f"{type(tree).__name__} の値"

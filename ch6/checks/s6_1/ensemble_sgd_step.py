@@ -18,8 +18,8 @@ def _loss_5(spy: Spy, d: int, h: int):
         if shape_of(params["W"]) != (h, d):
             raise Fail(f"loss_fn の params['W'] は形 {fmt((h, d))} のはずが、{fmt(shape_of(params['W']))} で渡されました。"
                        "stacked_params はモデルの軸（0 軸）で vmap します。")
-        guard("loss_fn", "x", x, (d,), "サンプルの軸も vmap で回します。")
-        guard("loss_fn", "y", y, (), "サンプルの軸も vmap で回します。")
+        guard("loss_fn", "x", x, (d,), "サンプルの軸も vmap でバッチにします。")
+        guard("loss_fn", "y", y, (), "サンプルの軸も vmap でバッチにします。")
         return (params["v"] @ jnp.tanh(params["W"] @ x + params["b"]) - y) ** 2
 
     return loss_fn

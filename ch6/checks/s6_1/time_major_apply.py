@@ -56,4 +56,4 @@ def check_time_major(fn):
                  )
     expect_no_batch_loop(fn, lambda n: (_fn_2(Spy(), t, f, n), f32(rng.normal(size=(t, n, f))),
                                         rng.integers(0, t + 1, size=n).astype(np.int32)), sizes=(3, 5))
-    return f"隠し fn と隠し入力（時間 {t}、{b} 本、特徴 {f}）で一致し、jaxpr はバッチサイズに依存しません。"
+    return f"隠し fn と隠し入力（時間 {t}、{b} 本、特徴 {f}）で一致し、jaxpr はバッチの大きさに依存しません。"

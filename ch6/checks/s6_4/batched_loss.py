@@ -100,4 +100,4 @@ def check_batched_loss(fn):
     expect_close(got, np.float64(want), "batched_loss の戻り値", rtol=1e-4, atol=1e-5,
                  hint="xs の 1 軸目がバッチです。")
     expect_no_batch_loop(fn, lambda n: (sample_loss, params, *data(n)))
-    return f"特徴 {d} × {b} サンプルで平均損失が一致し、jaxpr はバッチサイズに依存しません。"
+    return f"特徴 {d} × {b} サンプルで平均損失が一致し、jaxpr はバッチの大きさに依存しません。"
