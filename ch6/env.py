@@ -141,18 +141,18 @@ def show_devices() -> int:
               f"配列とメッシュには CPU の模擬デバイス {n} 個を使います。"
               f"{kind} で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います。"
               f"すべてを {kind} で実行するには、ランタイムを再起動して"
-              "最初のセルを ch6.setup(accelerator=True) にします。")
+              "最初のセルを ch6.setup(accelerator=True) にしてください。")
     elif backend == "cpu" and n > 1:
-        print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく正しさと通信の形を確かめられます）")
+        print("（CPU 上の模擬デバイスです。同じ CPU コアを共有するので、速さではなく、正しさと、どの集団通信が入るかを確かめられます）")
     elif n < DEFAULT_DEVICES and backend != "cpu":
         kind = backend.upper()
         these = "このデバイス" if n == 1 else f"この {n} 個のデバイス"
         print(
             f"{kind} のデバイスが {n} 個です。すべてを{these}で実行し、コードはこの数に合わせて動きます。"
             f"{DEFAULT_DEVICES} 個のデバイスでの分割や通信を見るには、ランタイムを再起動し、"
-            "最初のセルを ch6.setup() にします。そうすると、配列とメッシュには CPU の模擬デバイスを使います。"
+            "最初のセルを ch6.setup() にしてください。そうすると、配列とメッシュには CPU の模擬デバイスを使います。"
             f"{kind} で測るのは ch6.env.measure_device() を使う測定のセルだけで、ほかの時間の測定は CPU で行います。"
         )
     elif n == 1:
-        print("デバイスが 1 つです。複数デバイスの例も動きますが、分割は 1 つになります。")
+        print("デバイスが 1 個です。複数デバイスの例も動きますが、配列は分割されません（シャードは 1 つです）。")
     return n

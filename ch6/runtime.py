@@ -238,8 +238,8 @@ def found_text(p: Plan, versions: Mapping[str, str | None]) -> str:
 def too_old_line(found: str, min_jax: str, cmd: str, where: str | None = None) -> str:
     """手元のマシンで JAX が古いときの 1 行（env.version_notes も使う）。"""
     fit = f"{where}に合う" if where else ""
-    return (f"⚠️ JAX {found} は古すぎます（この講座は JAX {min_jax} 以上で動作を確かめています）。"
-            "それより古い版では動作を確かめていないので、エラーになるセルやチェックがあるかもしれません。"
+    return (f"⚠️ JAX {found} は古すぎます。この講座は JAX {min_jax} 以上で動作を確かめているので、"
+            "エラーになるセルやチェックがあるかもしれません。"
             f"{fit}次のコマンドで更新し、ランタイム（カーネル）を再起動してください: {cmd}")
 
 

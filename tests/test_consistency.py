@@ -181,7 +181,7 @@ def test_no_notebook_imports_jax_private_modules(path):
             assert "jax._src" not in _src(cell), f"{path.name}: {_src(cell).splitlines()[0]}"
 
 
-LEGEND = "- ✅ 正解 ／ ❌ 不正解（理由とヒント）／ ⏳ まだ解いていない"
+LEGEND = "- ✅ 正解 ／ ❌ 不正解（理由とヒント）／ ❌ エラー（解答のコードの中で例外が起きた）／ ⏳ 未解答"
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("6_*.md")), ids=lambda p: p.stem)

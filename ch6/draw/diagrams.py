@@ -88,7 +88,7 @@ def vmap_axes(inputs: Sequence[tuple[str, object]], in_axes, output: tuple[str, 
         if more_r:
             ax_.text(left + cols * cell / 2, head + rows * cell + 0.02, "…", ha="center", va="top", fontsize=9, rotation=90)
     shown = min(batch, limit)
-    legend = f"マスの数字（と色）= サンプルの番号（0〜{batch - 1}）、白で数字なし = 全サンプル共通"
+    legend = f"マスの数字 = サンプルの番号（0〜{batch - 1}）、数字のないマス = 全サンプル共通"
     if batch > limit:
         legend += f"（描いたのは先頭の {shown} 個）"
     ax_.text(total_w / 2, total_h - 0.05, legend, ha="center", va="top", fontsize=8)

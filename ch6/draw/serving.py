@@ -49,6 +49,6 @@ def slot_occupancy(occ, title: str | None = None) -> Drawing:
         ax.text(t * w + w / 2, slots * 0.6 + 0.15, str(t), ha="center", va="top", fontsize=8)
     ax.text(steps * w / 2, slots * 0.6 + 0.5, "デコードのステップ", ha="center", va="top", fontsize=9)
     used = int((grid >= 0).sum())
-    _finish(ax, steps * w, slots * 0.6 + 0.6, title or "スロットの占有（白は空き）")
+    _finish(ax, steps * w, slots * 0.6 + 0.6, title or "スロットの占有（要求の番号がない区間は空き）")
     return Drawing(fig, f"スロットの占有 {slots} スロット × {steps} ステップ、要求 {len(set(grid[grid >= 0].tolist()))} 件、"
                         f"占有率 {used / grid.size:.0%}")

@@ -33,8 +33,8 @@ def _sender_color(v: int) -> str:
 
 def _legend(ax, total_w: float, n: int, mixed: bool, nothing: bool = False) -> None:
     """図の下に凡例を 1 行で書く（白黒でも読める印で）。"""
-    text = ("右下の D 番号（と色）は値を送ったデバイス" + ("、斜線は全デバイスの値を合わせたもの" if mixed else "")
-            + ("、白で番号のないマスは何も受け取らなかったマス" if nothing else ""))
+    text = ("右下の D 番号は値を送ったデバイス" + ("、斜線は全デバイスの値を合わせたもの" if mixed else "")
+            + ("、番号のないマスは何も受け取らなかったマス" if nothing else ""))
     ax.text(total_w / 2, n + 0.25, text, ha="center", va="top", fontsize=9)
 
 

@@ -16,7 +16,7 @@ def test_every_before_after_figure_has_a_title_and_the_colour_legend():
     assert "psum の前と後" in d.texts
     assert any("斜線は全デバイスの値を合わせたもの" in t for t in d.texts)
     d = draw.device_values(x, np.roll(x, 1), op="ppermute", origin=np.roll(np.arange(4), 1))
-    assert "ppermute の前と後" in d.texts and "右下の D 番号（と色）は値を送ったデバイス" in d.texts
+    assert "ppermute の前と後" in d.texts and "右下の D 番号は値を送ったデバイス" in d.texts
     assert "デバイスごとの送信元 3,0,1,2" in d.caption
 
 
@@ -47,7 +47,7 @@ def test_stages_after_the_first_are_grey_unless_origins_are_given():
 def test_a_cell_that_received_nothing_is_white_and_the_legend_says_so():
     x = np.arange(3.0)
     d = draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([-1, 0, 1]))
-    assert any("白で番号のないマスは何も受け取らなかったマス" in t for t in d.texts)
+    assert any("番号のないマスは何も受け取らなかったマス" in t for t in d.texts)
     assert d.png != draw.device_values(x, np.array([0.0, 0.0, 1.0]), op="ppermute", origin=np.array([2, 0, 1])).png
     assert "デバイスごとの送信元 なし,0,1" in d.caption
 
