@@ -81,4 +81,4 @@ def check_ring_shift(fn):
         raise Fail(f"値は合っていますが、jaxpr に ppermute がありません（{how}）。pmap の中で lax.ppermute を使ってください。")
     note = (cannot_tell("どの shift でも行が動かず、送る向きと shift の使い方") if n == 1 else
             cannot_tell("右回りと左回りが同じ環になり、送る向きの誤り") if n == 2 else "")
-    return f"{n} デバイスの環で shift={shifts} が一致し、ppermute で送っています{note}。"
+    return f"デバイス {n} 個の環で shift={shifts} が一致し、ppermute で送っています{note}。"

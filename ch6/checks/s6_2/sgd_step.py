@@ -139,7 +139,7 @@ def _call_pmap(fn, params, xs, ys, masks):
 def _expect_update(params, got, xs, ys, masks, what):
     w, b = dict_entry(got, "w", "sgd_step の戻り値"), dict_entry(got, "b", "sgd_step の戻り値")
     groups = len(xs)
-    expect_shape(w, (groups, D), f"{what}の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
+    expect_shape(w, (groups, D), f"{what} の 'w'", "パラメータ 'w' と同じ形 (d,) を返してください。")
     w, b = np.asarray(w, np.float64), np.asarray(b, np.float64).reshape(groups)
     if groups > 1 and not (np.allclose(w, w[:1], atol=1e-6) and np.allclose(b, b[:1], atol=1e-6)):
         total = _grads_np(params, *(a.reshape(-1, *a.shape[2:]) for a in (xs, ys, masks)))
@@ -157,8 +157,8 @@ def _expect_update(params, got, xs, ys, masks, what):
     right, _, _ = _references(params, xs, ys, masks)
     want = step_with(params, right, HIDDEN_LR)
     hint = "全データの平均損失 Σ mask·loss / Σ mask の勾配で更新します。"
-    expect_close(one["w"], want["w"], f"{what}の更新後の 'w'", hint=hint)
-    expect_close(one["b"], want["b"], f"{what}の更新後の 'b'", hint=hint)
+    expect_close(one["w"], want["w"], f"{what} の更新後の 'w'", hint=hint)
+    expect_close(one["b"], want["b"], f"{what} の更新後の 'b'", hint=hint)
 
 
 @exercise("6.2-2", "sgd_step")
@@ -170,7 +170,7 @@ def check_sgd_step(fn):
     params = {"w": f32(rng.normal(size=(D,)) * 0.3), "b": np.float32(0.2)}
     xs, ys, masks = _data(rng, n, _counts(n))
     stepped, got = _call_pmap(fn, params, xs, ys, masks)
-    _expect_update(params, got, xs, ys, masks, f"{n} デバイスの pmap")
+    _expect_update(params, got, xs, ys, masks, f"デバイス {n} 個の pmap")
     # デバイスの数に依らない確認: vmap(axis_name=...) でも同じ集団通信が使える（軸の大きさ 3、件数 6・2・5）
     x3, y3, m3 = _data(rng, 3, _counts(3))
     got3 = call(jax.vmap(lambda p, x, y, m: fn(p, x, y, m, _logcosh_losses, HIDDEN_LR, HIDDEN_AXIS),
@@ -178,7 +178,7 @@ def check_sgd_step(fn):
     _expect_update(params, got3, x3, y3, m3, f"件数 {_counts(3)} の 3 グループの vmap")
     prims = primitives(stepped, params, xs, ys, masks)
     if not prims & PSUM_NAMES:
-        extra = "all_gather で全データを集めるより、" if "all_gather" in prims else ""
+        extra = "all_gather で全データを集めずに、" if "all_gather" in prims else ""
         raise Fail(f"jaxpr にデバイス間の和（psum）が見つかりません。{extra}"
                    "勾配の和と有効な件数の和は lax.psum(…, axis_name) で集めてください。")
-    return f"{n} デバイス、有効な件数 {_counts(n)}、別の損失と軸の名前で一致し、psum でまとめています。"
+    return f"デバイス {n} 個、有効な件数 {_counts(n)}、別の損失と軸の名前で一致し、psum でまとめています。"

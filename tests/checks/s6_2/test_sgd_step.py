@@ -107,7 +107,7 @@ def sgd_six_args(params, x, y, loss_fn, lr, axis_name):
 
 
 def test_6_2_2_wrong():
-    where = f"{N} デバイス" if N > 1 else "3 グループ"  # 1 デバイスでは平均の平均も正しい: vmap の 3 グループで見つかる
+    where = f"デバイス {N} 個" if N > 1 else "3 グループ"  # 1 デバイスでは平均の平均も正しい: vmap の 3 グループで見つかる
     expect("6.2-2", sgd_mean_of_means, "fail", "pmean したので", "件数の少ないデバイス", "lax.psum", where)
     expect("6.2-2", sgd_no_mask, "fail", "mask が使われていない", "パディング")
     expect("6.2-2", sgd_all_rows, "fail", "すべての行の数", "lax.psum(jnp.sum(mask), axis_name)")

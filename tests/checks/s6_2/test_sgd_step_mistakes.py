@@ -46,7 +46,7 @@ def test_the_wrong_sign_is_named():
 
 def test_pmax_instead_of_a_sum_is_named():
     # 1 デバイスでは pmax も平均も同じ: vmap（軸の大きさ 3）の確かめで見つかる
-    where = "3 グループ" if N == 1 else f"{N} デバイス"
+    where = "3 グループ" if N == 1 else f"デバイス {N} 個"
     expect("6.2-2", pmax_grads, "fail", "lax.pmax", where)
 
 
