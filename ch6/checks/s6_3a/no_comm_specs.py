@@ -42,7 +42,7 @@ def wrong_order(sx: tuple, sw: tuple, so: tuple) -> str:
         order[i], order[j] = j, i
         cand = tuple(got[i] for i in order)
         if ok(*cand):
-            return "、".join(f"{names[i]} には {show_spec(cand[i], 2)}（返した {names[order[i]]}）"
+            return "、".join(f"{names[i]} を {show_spec(cand[i], 2)}"
                             for i in range(3) if order[i] != i)
     return ""
 
@@ -58,7 +58,7 @@ def check_no_comm(fn):
     sx, sw, so = (norm_spec(s) for s in specs)
     swapped = wrong_order(sx, sw, so)
     if swapped:
-        raise Fail(f"spec の順番が違います（{swapped} とすれば条件を満たします）。(x_spec, w_spec, out_spec) の順に返してください。")
+        raise Fail(f"spec の順番が違い、{swapped} にすると条件を満たします。(x_spec, w_spec, out_spec) の順に返してください。")
     if "data" not in sw:
         raise Fail(f"w_spec = {show_spec(sw, 2)} では大きな w が全デバイスに複製されます。w のどれかの軸を 'data' で分割してください。")
     n = n_devices()

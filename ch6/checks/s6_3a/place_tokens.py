@@ -41,4 +41,4 @@ def check_place_tokens(fn):
         raise Fail("tokens と mask で、同じデバイスが持つ (B, T) の範囲が違います。同じ spec で配置してください。")
     per = gt.addressable_shards[0].data.shape
     one = "（デバイスが 1 個なので、メッシュを作り直す誤りはこの環境では確かめられません）" if d * m == 1 else ""
-    return f"tokens {tokens.shape} を data={d} × model={m} に {per} ずつ、mask も同じ範囲で配置しました{one}。"
+    return f"tokens {tokens.shape} を data={d} × model={m} に {per} ずつ、mask も同じ範囲に配置されています{one}。"

@@ -61,7 +61,7 @@ def check_shard_gated_mlp(fn):
         expect_close(got[k], params[k], f"{k} ", hint="device_put は値を変えません。")
     for k, v in specs.items():
         if any("data" in (e if isinstance(e, tuple) else (e,)) for e in v):
-            raise Fail(f"{k} が 'data' 軸で分割されています（{show_spec(v, params[k].ndim)}）。パラメータは 'model' 軸だけで分割し、'data' 方向には複製します。")
+            raise Fail(f"{k} が 'data' 軸で分割されています（{show_spec(v, params[k].ndim)}）。パラメータは 'model' 軸だけで分割し、'data' 軸では複製します。")
     for k in params:
         want, nd = want_spec(k, params[k].ndim), params[k].ndim
         if specs[k] == want:
@@ -72,7 +72,7 @@ def check_shard_gated_mlp(fn):
             raise Fail(f"{k} が複製（P()）のままで、メモリが減りません。隠れ層の軸 H を 'model' で分割した {show_spec(want, nd)} にします。")
         if nd == 2 and specs[k] == _transposed(k):
             raise Fail(f"{k} の spec が {show_spec(specs[k], nd)} で、(入力, 出力) の形の重みの分割になっています。"
-                       f"ここの重みは PyTorch の形 (出力, 入力) なので {show_spec(want, nd)} です。")
+                       f"この演習の重みは PyTorch の形 (出力, 入力) なので {show_spec(want, nd)} です。")
         raise Fail(f"{k} の spec は {show_spec(want, nd)} のはずが、{show_spec(specs[k], nd)} でした。分割するのは隠れ層の軸 H です。")
     for k in params:  # 性質そのもの: H を持つ葉は、1 デバイスあたり 1/m のメモリ
         if HIDDEN_AXIS[k] is not None:

@@ -6,12 +6,12 @@ from tests.checkhelp import expect
 
 def test_x_and_w_swapped_names_the_order():
     expect("6.3a-3", lambda: (P("data", None), P(), P(None, "data")), "fail",
-           "順番が違います", "x_spec には P()", "w_spec には P('data', None)", "(x_spec, w_spec, out_spec) の順")
+           "順番が違い", "x_spec を P()", "w_spec を P('data', None)", "(x_spec, w_spec, out_spec) の順")
 
 
 def test_w_and_out_swapped_names_the_order():
     expect("6.3a-3", lambda: (P(), P(None, "data"), P("data", None)), "fail",
-           "順番が違います", "out_spec には P(None, 'data')")
+           "順番が違い", "out_spec を P(None, 'data')")
 
 
 def test_a_wrong_split_still_names_the_split():
