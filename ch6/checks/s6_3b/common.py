@@ -72,12 +72,12 @@ def run_learner(g, *args, replicated_hint: str = "", spec_hint: str = "", loose=
             raise Fail("out_specs=P() は「全デバイスで同じ値」という指定なのに、出力がデバイスごとに違う値のままなので、"
                        f"check_vma がエラーにしました。{replicated_hint}") from None
         if "does not match the specs of the input" in msg or "not evenly divisible" in msg:
-            raise Fail("shard_map の in_specs が、渡された配列の分割と合っていません。"
-                       f"{spec_hint or 'チェックが渡す配列の分割をそのまま in_specs に書いてください。'}") from None
+            raise Fail("shard_map の in_specs が、渡された配列のシャーディングと合っていません。"
+                       f"{spec_hint or 'チェックが渡す配列のシャーディングをそのまま in_specs に書いてください。'}") from None
         if "shard_map in_specs" in msg and "list" in msg and "tuple" in msg:
             raise Fail("in_specs がリスト [...] なので、shard_map が受け付けません。引数の並びと同じ形のタプル（P(...), P(...)）で書きます。") from None
         if "out_specs" in msg and "too long" in msg:
-            raise Fail("出力の次元が out_specs より少なくなっています。shard_map は次元を保つので、ブロックは入力と同じ次元数で返します。") from None
+            raise Fail("出力の次元が out_specs より少なくなっています。shard_map は次元を保つので、シャードは入力と同じ次元数で返します。") from None
         raise
 
 
@@ -146,11 +146,11 @@ def expect_no_row_loop(make_call, sizes=(2, 5), what="行数"):
     counts = [jaxpr_size(*make_call(s)) for s in sizes]
     if counts[0] != counts[1]:
         raise Fail(f"{what}を {sizes[0]} から {sizes[1]} にすると jaxpr の式の数が {counts[0]} から {counts[1]} に増えたので、"
-                   "行を Python のループで処理しています。ブロック全体を一度に計算してください。")
+                   "行を Python のループで処理しています。シャード全体を一度に計算してください。")
     prims = jaxpr_primitives(*make_call(sizes[1]))
     if prims & LOOPS:
         raise Fail(f"jaxpr に {', '.join(sorted(prims & LOOPS))} があるので、行を 1 つずつ回しています。"
-                   "ブロック全体を一度に計算してください。")
+                   "シャード全体を一度に計算してください。")
 
 
 def forbid(prims: set[str], names: set[str], message: str) -> None:

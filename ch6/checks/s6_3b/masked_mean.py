@@ -76,4 +76,4 @@ def check_masked_mean(fn):
 
     expect_no_row_loop(make)
     one = cannot_tell("デバイスごとの平均を平均する誤り") if n == 1 else ""
-    return f"{n} デバイス × {rows} 行（有効な行の数はデバイスごとに違う）で一致し、和と個数を psum しています{one}。"
+    return f"デバイス {n} 個 × {rows} 行（有効な行の数はデバイスごとに違う）で一致し、和と個数を psum しています{one}。"

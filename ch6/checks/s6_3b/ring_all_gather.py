@@ -53,10 +53,10 @@ def check_ring_all_gather(fn):
     got = run_learner(g, xs)
 
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n, r, c):
-        raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。ブロックは列方向（axis=1）につないで ({r}, {n * c}) にします。")
+        raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。シャードは列方向（axis=1）につないで ({r}, {n * c}) にします。")
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n * r, c):
         raise Fail(f"シャードを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
-    expect_shape(got, (n, r, n * c), f"{n} デバイス分を積んだ結果",
+    expect_shape(got, (n, r, n * c), f"デバイス {n} 個分を積んだ結果",
                  f"各デバイスは列方向につないだ全体 ({r}, {n * c}) を返します。")
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]
@@ -66,8 +66,8 @@ def check_ring_all_gather(fn):
         pieces = [got[d][:, j * c:(j + 1) * c] for j in range(n)]
         owners = [next((k for k, b in enumerate(blocks) if is_close(p, b)), None) for p in pieces]
         if None not in owners and sorted(owners) == list(range(n)):
-            raise Fail(f"デバイス {d} の結果はブロックの並び順が違い、先頭から持ち主 {owners} の順です。"
-                       "右隣へ送るリングでは k 回目のシャードの持ち主は (番号 - k) % n なので、その位置に書き込んでください。")
+            raise Fail(f"デバイス {d} の結果はシャードの並び順が違い、先頭から元のデバイス {owners} の順です。"
+                       "右隣へ送るリングでは k 回目のシャードの送信元は (番号 - k) % n なので、その位置に書き込んでください。")
         expect_close(got[d], x, f"デバイス {d} の結果",
                      )
 
@@ -81,7 +81,7 @@ def check_ring_all_gather(fn):
     sends = [e.primitive.name for e in traced_eqns(g, xs)]
     rounds = sum(name in PERMUTE for name in sends)
     if n > 1 and not set(sends) & LOOPS and rounds > n - 1:
-        raise Fail(f"{n} デバイスのリングは {n - 1} 回の送受信でそろうのに、ppermute を {rounds} 回使っています。"
+        raise Fail(f"デバイス {n} 個のリングは {n - 1} 回の送受信でそろうのに、ppermute を {rounds} 回使っています。"
                    "余分な回はすでにあるシャードを送るだけなので、range(1, n) で回してください。")
     counts = collectives_of(g, xs) if n > 1 else {}
     if "all-gather" in counts:
@@ -89,9 +89,9 @@ def check_ring_all_gather(fn):
     small = _expect_axis_size(fn, n, r, c, rng)
     detail = f"HLO の集団通信は {collectives_line(counts)} だけです" if n > 1 else "ppermute だけで組み立てています"
     if small is None:
-        return (f"ブロック ({r}, {c}) × {n} デバイスで全体がそろい、{detail}"
+        return (f"シャード ({r}, {c}) × デバイス {n} 個で全体がそろい、{detail}"
                 f"{cannot_tell('送受信が起きず、リングの大きさ、シャードを書き込む位置、送受信の回数の誤り')}。")
-    return f"ブロック ({r}, {c}) × {n} デバイスと x 軸 {small[0]}・y 軸 {small[1]} のメッシュで全体がそろい、{detail}。"
+    return f"シャード ({r}, {c}) × デバイス {n} 個と x 軸 {small[0]}・y 軸 {small[1]} のメッシュで全体がそろい、{detail}。"
 
 
 def axis_size_mesh_shape(n: int) -> tuple[int, int, int] | None:

@@ -81,7 +81,7 @@ def check_sharded_softmax(fn):
     blocks = [slice(j * f, (j + 1) * f) for j in range(n)]
     local = np.concatenate([_softmax(x[:, b]) for b in blocks], axis=1)
     if n > 1 and is_close(g_np, local):
-        raise Fail("ブロックごとに和が 1 なので、各デバイスの中だけで正規化しています。分母の exp の和は lax.psum で足します。")
+        raise Fail("シャードごとに和が 1 なので、各デバイスの中だけで正規化しています。分母の exp の和は lax.psum で足します。")
     if n > 1:
         shifted = np.concatenate([np.exp(x[:, b] - x[:, b].max(1, keepdims=True)) for b in blocks], axis=1)
         if is_close(g_np, shifted / shifted.sum(1, keepdims=True)):
@@ -106,9 +106,9 @@ def check_sharded_softmax(fn):
     go = np.asarray(run_learner(g, put(mesh, xo, P(None, AXIS))), np.float64)
     if not np.all(np.isfinite(go)) or not is_close(go, _softmax(xo)):
         if not np.all(np.isfinite(go)):
-            raise Fail("行ごとに高さの違う入力で NaN か inf が出たので、全行をまとめた最大値を引いて低い行が 0 / 0 です。"
+            raise Fail("行ごとに値の大きさが違う入力で NaN か inf が出たので、全行をまとめた最大値を引いて低い行が 0 / 0 です。"
                        "最大値は行ごとに（axis=1）取ってください。")
-        expect_close(go, _softmax(xo), "行ごとに高さの違う隠し入力での結果", rtol=1e-4, atol=1e-6,
+        expect_close(go, _softmax(xo), "行ごとに値の大きさが違う隠し入力での結果", rtol=1e-4, atol=1e-6,
                      hint="最大値は行ごとに（axis=1）取り、lax.pmax で全デバイスにそろえます。")
 
     prims = jaxpr_primitives(g, xs)
