@@ -55,7 +55,7 @@ def _run_step(step, placed, what):
     except LearnerError as err:
         text = str(err.exc)
         if "Differentiation rule for 'pmax'" in text:
-            raise Fail(f"{what}の呼び出しで lax.pmax を通して微分したので、エラーになりました（pmax は微分できません）。"
+            raise Fail(f"{what}の呼び出しで、損失に lax.pmax を含めて微分したので、エラーになりました（pmax は微分できません）。"
                        "全データの平均損失は lax.pmean で求めます。") from None
         if "out_specs which require replication" in text:
             raise Fail(f"{what}の呼び出しで、out_specs=P() で返す値が、型の上でまだデバイスごとに違う値（varying）です。"
@@ -115,7 +115,7 @@ def _check_step_output(out, p0, x, y, n, d, what):
     plain, plain_loss = _logistic_np(p0, x, y, HIDDEN_LR, l2=0.0)
     if is_close(loss, plain_loss) or is_close(w, plain["w"]):
         raise Fail("演習のノートブックの logistic_loss と同じ値なので、チェックが渡した loss_fn が使われていません。"
-                   "body の中では引数の loss_fn を呼びます。")
+                   "ステップの本体では引数の loss_fn を呼びます。")
     per = len(y) // n
     for axis, group in _one_axis_groups(n):
         part, part_loss = _logistic_np(p0, *_rows(x, y, group, per), HIDDEN_LR)
@@ -125,7 +125,7 @@ def _check_step_output(out, p0, x, y, n, d, what):
     expect_close(loss, want_loss, f"{what}の loss（更新前の全データの平均損失）",
                  )
     if n > 1 and is_close(w, _logistic_np(p0, x, y, HIDDEN_LR, scale=n)[0]["w"]):
-        raise Fail(f"P() のパラメータの勾配は shard_map が自動で psum するので、その後の pmean では更新が {n} 倍大きすぎます。"
+        raise Fail(f"P() のパラメータの勾配は shard_map の中の grad が自動で psum を入れるので、その後の pmean では更新が {n} 倍大きすぎます。"
                    "損失を pmean してから grad してください。")
     _, grads = _logistic_grads_np(p0, x, y)
     device_grads = [_logistic_grads_np(p0, x[i * per:(i + 1) * per], y[i * per:(i + 1) * per])[1] for i in range(n)]
@@ -164,7 +164,7 @@ def check_migrated_step(fn):
     _check_step_output(_run_step(step, placed, "1 回目"), p0, x, y, n, d, "1 回目")
     first = traces[0]
     if first == 0:
-        raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。body の中では、ノートブックの損失ではなく引数の loss_fn を呼びます。")
+        raise Fail("1 回目の呼び出しで引数 loss_fn が一度も呼ばれませんでした。ステップの本体では、ノートブックの損失ではなく引数の loss_fn を呼びます。")
     p1, x1, y1, placed1 = _step_data(rng, mesh, n, per, d)  # 同じ形、違う値
     _check_step_output(_run_step(step, placed1, "2 回目"), p1, x1, y1, n, d, "2 回目（同じ形の別の入力）")
     again = traces[0] - first

@@ -110,4 +110,4 @@ def check_standardize_smap(fn):
         raise Fail("jaxpr にデバイス間の平均（pmean）がありません。lax.pmean で全デバイスの統計量を求めます。")
     # 1 個では pmean・psum・平均なしが同じ値で、out_axes=0 の mean も形 (d,) の 1 つのシャード
     alone = cannot_tell("全デバイスでの平均と mean の複製") if n == 1 else ""
-    return f"{n} デバイス × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています{alone}。"
+    return f"デバイス {n} 個 × {per} 行と eps={HIDDEN_EPS} で一致し、z は分割、mean は複製で返っています{alone}。"
