@@ -28,7 +28,7 @@ def _describe_sharding(a) -> str:
     if sh is None:
         return type(a).__name__
     spec = getattr(sh, "spec", None)
-    return f"{jax.typeof(a)}（{len(sh.device_set)} デバイス{'、spec ' + str(spec) if spec is not None else ''}）"
+    return f"{jax.typeof(a)}（デバイス {len(sh.device_set)} 個{'、spec ' + str(spec) if spec is not None else ''}）"
 
 
 def _expect_replicated(tree, n, what):
@@ -40,10 +40,10 @@ def _expect_replicated(tree, n, what):
             raise Fail(f"{what}{name} が {type(leaf).__name__} で、jax.Array ではありません。jit した関数の出力をそのまま返してください。")
         sh = leaf.sharding
         if len(sh.device_set) != n:
-            raise Fail(f"{what}{name} は {n} デバイスすべてに複製のはずが、{len(sh.device_set)} デバイスにしかありません。"
+            raise Fail(f"{what}{name} はデバイス {n} 個すべてに複製のはずが、{len(sh.device_set)} 個にしかありません。"
                        "1 つのデバイスに集めないようにしてください。")
         if not sh.is_fully_replicated:
-            raise Fail(f"{what}{name} が分割されています（{_describe_sharding(leaf)}）。データ並列ではパラメータは複製（P()）のままです。")
+            raise Fail(f"{what}{name} が分割されています: {_describe_sharding(leaf)}。データ並列ではパラメータは複製（P()）のままです。")
 
 
 _STEP_OUT = ("params", "opt_state", "losses")
@@ -180,10 +180,10 @@ def check_dp_train_step(fn):
                    "jit した関数は make_dp_train_step の中で 1 度だけ作ってください。")
     if recompiles:
         raise Fail(f"loss_fn のトレースは 1 回ですが、2 回目以降の呼び出しで XLA が {recompiles} 回コンパイルし直しました。"
-                   "lower(...).compile() などを呼ぶたびに行わず、jit した関数を 1 度だけ作って使い回してください。")
+                   "呼ぶたびに lower(...).compile() などを実行せず、jit した関数を 1 度だけ作って使い回してください。")
     if scans is not None and K_STEPS not in scans:
-        raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、Python のループで jit した関数を何度も呼ぶ"
-                   f"形です。jit の中で lax.scan を使い、{K_STEPS} ステップを 1 つのプログラムで回してください。")
+        raise Fail(f"1 回の呼び出しの jaxpr に長さ {K_STEPS} の scan がないので、Python のループで jit した関数を何度も"
+                   f"呼んでいます。jit の中で lax.scan を使い、{K_STEPS} ステップを 1 つのプログラムで回してください。")
     xs_type = calls[0][2]
     spec = getattr(getattr(xs_type, "sharding", None), "spec", None)
     if spec is None or len(spec) == 0 or spec[0] != "data":

@@ -28,6 +28,10 @@ def _fsdp_tree(rng, k):
     }
 
 
+def _names(mesh) -> str:
+    return "・".join(repr(a) for a in mesh.axis_names)
+
+
 def fsdp_axis(shape, k):
     """規則: 長さが k で割り切れる軸のうち、いちばん長い軸（同じ長さなら前の軸）。なければ None。"""
     divisible = [i for i, s in enumerate(shape) if s % k == 0]
@@ -87,12 +91,17 @@ def _check_fsdp_on(fn, mesh, tree, label):
             raise Fail(f"{label}: 葉 {name} の値が変わっています。配置を変えるだけで、値は変えません。")
         sh = leaf.sharding
         if set(sh.device_set) != mesh_devices:
-            raise Fail(f"{label}: 葉 {name} はメッシュの {n_mesh} デバイスにあるはずが、{len(sh.device_set)} デバイスでした。"
+            raise Fail(f"{label}: 葉 {name} はメッシュのデバイス {n_mesh} 個にあるはずが、{len(sh.device_set)} 個でした。"
                        "NamedSharding(mesh, spec) を使ってください。")
-        if not (isinstance(sh, NamedSharding) and tuple(sh.mesh.axis_names) == tuple(mesh.axis_names)
-                and np.array_equal(sh.mesh.device_ids, mesh.device_ids)):
-            raise Fail(f"{label}: 葉 {name} が、渡された mesh の NamedSharding で配置されていません（{type(sh).__name__}）。"
+        if not isinstance(sh, NamedSharding):
+            raise Fail(f"{label}: 葉 {name} が NamedSharding ではなく {type(sh).__name__} で配置されています。"
                        "jax.device_put(a, NamedSharding(mesh, spec)) を使ってください。")
+        if tuple(sh.mesh.axis_names) != tuple(mesh.axis_names):
+            raise Fail(f"{label}: 葉 {name} が、渡された mesh（軸 {_names(mesh)}）とは別のメッシュ（軸 {_names(sh.mesh)}）に"
+                       "配置されています。NamedSharding には引数の mesh を使ってください。")
+        if not np.array_equal(sh.mesh.device_ids, mesh.device_ids):
+            raise Fail(f"{label}: 葉 {name} が、渡された mesh とはデバイスの並びが違うメッシュに配置されています。"
+                       "NamedSharding には引数の mesh を使ってください。")
         shape = want.shape
         axis = fsdp_axis(shape, k)
         want_spec = _spec_of(axis, len(shape))
@@ -153,9 +162,9 @@ def check_fsdp_shard(fn):
     _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")
     if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
         sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
-        _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"{n - 1} デバイスのメッシュ（data={n - 1}）")
+        _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"デバイス {n - 1} 個のメッシュ（data={n - 1}）")
     if n == 1:
         return ("各葉は割り切れる最も長い軸を 'data' だけで分割しています。1 デバイスではどの軸も 1 で割り切れるので、"
                 "割り切れるかの調べ方の誤りはこの環境では確かめられません。")
-    return (f"{n} デバイスで、全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになりました。"
+    return (f"デバイス {n} 個で、全体 {t_in:,} バイトが 1 デバイスあたり {t_out:,} バイトになりました。"
             "どのメッシュでも、各葉は割り切れる最も長い軸を 'data' だけで分割しています。")

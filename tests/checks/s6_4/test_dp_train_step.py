@@ -152,7 +152,7 @@ def test_6_4_3_wrong():
     expect("6.4-3", to_host, "fail", "jax.Array ではありません")
     if jax.device_count() > 1:
         expect("6.4-3", sharded_params, "fail", "分割されています", "複製")
-        expect("6.4-3", one_device, "fail", "デバイスにしかありません")
+        expect("6.4-3", one_device, "fail", "個すべてに複製のはずが", "個にしかありません")
     expect("6.4-3", reversed_update, "fail", "向きが逆", "apply_updates")
     expect("6.4-3", no_params, "error", "params")
     expect("6.4-3", lambda loss_fn, optimizer, mesh: "step", "fail", "関数（学習ステップ）")

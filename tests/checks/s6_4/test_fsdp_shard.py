@@ -67,7 +67,7 @@ def test_6_4_4_wrong():
         # 一部のデバイスのメッシュ（奇数）で data の大きさが全デバイス数と違うときに見つかる
         expect("6.4-4", lambda t, m: place(t, m, jax.device_count()), "fail", "mesh.shape['data']")
     if n > 1:
-        expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "デバイスでした")
+        expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "メッシュのデバイス", "個でした")
     else:
         expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "NamedSharding")
 
@@ -98,4 +98,26 @@ def test_6_4_4_own_mesh_same_devices():
     def own(t, m):
         mine = jax.make_mesh(m.devices.shape, tuple(f"my_{a}" for a in m.axis_names), devices=list(m.devices.flat))
         return jax.tree.map(lambda a: jax.device_put(a, NamedSharding(mine, P())), t)
-    expect("6.4-4", own, "fail", "渡された mesh")
+    msg = expect("6.4-4", own, "fail", "渡された mesh", "別のメッシュ", "'my_data'", "引数の mesh")
+    # editor2_a: 以前は NamedSharding の葉にも「NamedSharding で配置されていません（NamedSharding）」と言っていた
+    assert "配置されていません" not in msg, msg
+
+
+def test_6_4_4_own_mesh_other_device_order():
+    # 同じ軸の名前・同じデバイスでも、並びが違うメッシュは渡された mesh ではない
+    if jax.device_count() < 2:
+        pytest.skip("デバイスが 1 個では並びを変えられない")
+
+    def reordered(t, m):
+        mine = jax.make_mesh(m.devices.shape, m.axis_names, devices=list(m.devices.flat)[::-1])
+        return jax.tree.map(lambda a: jax.device_put(a, NamedSharding(mine, P())), t)
+    msg = expect("6.4-4", reordered, "fail", "デバイスの並びが違うメッシュ", "引数の mesh")
+    assert "配置されていません" not in msg, msg
+
+
+def test_6_4_4_not_a_named_sharding():
+    # 1 つのデバイスに置く（SingleDeviceSharding）: 型の名前を言う
+    if jax.device_count() > 1:
+        pytest.skip("デバイスが 2 個以上では、デバイスの数の違いで先に落ちる")
+    expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "NamedSharding ではなく",
+           "SingleDeviceSharding")
