@@ -12,6 +12,11 @@ CHOICES = ("a", "b", "c", "d")
 
 # ---------------------------------------------------------------- 共通部品
 
+def _spaced(text: str) -> str:
+    """後ろに日本語が続く値: 英数字で終われば空白を 1 つ足す（「None です」「float32）です」）。"""
+    return text + " " if text[-1:].isascii() and text[-1:].isalnum() else text
+
+
 def _describe(value) -> str:
     """文字列でない値を、1 行の短い説明に（配列の中身や repr は出さない）。"""
     if value is None:
@@ -48,7 +53,7 @@ def _choice(fn) -> str:
     """学習者の関数を呼び、選択肢の記号（小文字 1 文字）に直す。おかしな値は Fail。"""
     got = call(fn)
     if not isinstance(got, str):
-        raise Fail(f"選択肢の記号を文字列で返してください（例: return \"a\"）。受け取ったのは {_describe(got)} です。")
+        raise Fail(f"選択肢の記号を文字列で返してください（例: return \"a\"）。受け取ったのは {_spaced(_describe(got))}です。")
     key = unicodedata.normalize("NFKC", got).strip().lower()
     if key not in CHOICES:
         shown = repr(got[:20]) + ("…" if len(got) > 20 else "")

@@ -31,12 +31,12 @@ WRONG = {
     "6.5-1": {"a": "行列積の形が合いません", "c": "スカラーを返す関数だけ", "d": "argnums の既定は 0"},
     "6.5-2": {"a": "pmap の形", "c": "1 デバイスの関数が返す形", "d": "エラーにはなりません"},
     "6.5-3": {"a": "1 つのデバイスのデータだけ", "c": "pmean を入れることはない", "d": "{V:data} の印がなく"},
-    "6.5-4": {"a": "割り切れない", "c": "1 回しか使えない", "d": "通るものが 1 つある"},
+    "6.5-4": {"a": "割り切れない", "c": "1 回しか使えない", "d": "エラーにならないものが 1 つある"},
     "6.5-5": {"a": "out_axes=0", "c": "out_axes=2", "d": "エラーにはなりません"},
     "6.5-6": {"a": "1 デバイスの関数が返す形", "c": "入力 x6 全体", "d": "次元の数を保つ"},
     "6.5-7": {"a": "検査を止めるだけ", "b": "jit で包んでも", "d": "そのシャードだけ"},
     "6.5-8": {"a": "部分和", "c": "足し合わせる", "d": "入れ替える"},
-    "6.5-9": {"a": "一部の列", "b": "部分和（all-reduce）は生まれません", "d": "入れ替える"},
+    "6.5-9": {"a": "一部の列", "b": "部分和は生じず", "d": "入れ替える"},
     "6.5-10": {"a": "分割する意味がなくなります", "c": "足し合わせない", "d": "scatter_dimension=1"},
 }
 
@@ -146,10 +146,12 @@ def test_explanations_match_what_the_options_do():
 
 @pytest.mark.parametrize("value,words", [("z", "どれか 1 つ"), ("ab", "どれか 1 つ"), ("", "どれか 1 つ"),
                                           ("b\nc", "どれか 1 つ"), ("x" * 100, "…"),
-                                          (3, "int の 3"), (None, "None"), (True, "bool の True"),
-                                          (["b"], "list（要素 1 個）"), (float("nan"), "float の nan"), (np.float32(2.5), "float32")])
+                                          (3, "int の 3 です"), (None, "None です"), (True, "bool の True です"),
+                                          (["b"], "list（要素 1 個）です"), (float("nan"), "float の nan です"),
+                                          (np.float32(2.5), "float32）です")])
 @pytest.mark.parametrize("qid", ["6.5-1", "6.5-6", "6.5-8", "6.5-10"])
 def test_invalid_values_fail(qid, value, words):
+    # words は値と「です」の継ぎ目まで: 英数字の後は空白、全角の ）の後は空白なし（editor2_a K15）
     r = ch6.run_check(qid, const(value))
     assert r.status == "fail", r.message
     assert words in r.message, r.message
