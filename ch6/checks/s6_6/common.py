@@ -25,11 +25,11 @@ def shuffled_mesh(rng: np.random.Generator, names: tuple[str, str]):
 
 
 def as_int(value, what: str, hint: str = "") -> int:
-    """学習者の値を整数として読む（bool、浮動小数、文字列は説明つきで不正解）。"""
+    """学習者の値を整数として読む（bool、浮動小数点数、文字列は説明つきで不正解）。"""
     if isinstance(value, (bool, np.bool_)):
         raise Fail(f"{what}は整数のはずが、真偽値 {value} でした。{hint}".strip())
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        raise Fail(f"{what}は整数のはずが、浮動小数 {float(value):g} でした。割り算は // で書きます。")
+        raise Fail(f"{what}は整数のはずが、浮動小数点数 {float(value):g} でした。割り算は // で書きます。")
     raise Fail(f"{what}は整数のはずが、{type(value).__name__} でした。{hint}".strip())

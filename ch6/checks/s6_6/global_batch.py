@@ -121,8 +121,8 @@ def _expect_local_data(made: _Made, gx, gm, where: str) -> None:
     """x と mask が jax.make_array_from_process_local_data で作られたこと（device_put なら、その名前で言う）。"""
     by_put = [what for what, arr in (("x", gx), ("mask", gm)) if id(arr) in made.put]
     if by_put:
-        raise Fail(f"{where}: {' と '.join(by_put)} を jax.device_put で作っています。複数プロセスでは x がそのプロセスの"
-                   "分だけなので、jax.make_array_from_process_local_data で作ります。")
+        raise Fail(f"{where}: {' と '.join(by_put)} を jax.device_put で作っています。複数プロセスでは、ローカルなデータが"
+                   "そのプロセスの分だけなので、jax.make_array_from_process_local_data で作ってください。")
     if not made.local:
         raise Fail(f"{where}: jax.make_array_from_process_local_data が呼ばれていません。"
                    "x と mask は、プロセスのローカルなデータからこの関数で作ります。")

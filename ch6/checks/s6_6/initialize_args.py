@@ -95,9 +95,9 @@ def _coordinator(cluster, host, h, j, where, got, rows):
     if not isinstance(value, str):
         raise Fail(said + "'ホスト:ポート' の形の文字列にします。")
     if value == f"{host}:{port}":
-        raise Fail(said + "全プロセスが同じアドレス（最初のホスト、プロセス 0 のところ）を渡します。")
+        raise Fail(said + "全プロセスが同じアドレス（最初のホスト、プロセス 0 が動くホスト）を渡してください。")
     if value == f"{min(hosts)}:{port}":
-        raise Fail(said + "hosts を名前の順に並べ替えず、渡された順の最初のホスト（プロセス 0 のところ）を使います。")
+        raise Fail(said + "hosts を名前の順に並べ替えず、渡された順の最初のホスト（プロセス 0 が動くホスト）を使ってください。")
     if value == hosts[0]:
         raise Fail(said + "ポートが抜けているので、'ホスト:ポート' の形にします。")
     if value.startswith(("127.0.0.1", "localhost")):

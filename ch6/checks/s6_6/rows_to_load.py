@@ -117,7 +117,7 @@ def _wrong(fn, where, want, got, wants, sharding, shape, owner, process, n_proc)
     everything = list(range(shape[0]))
     answers = _answers(fn, sharding, shape, owner, n_proc) if n_proc > 1 else [got]
     if n_proc > 1 and answers == [everything] + [[]] * (n_proc - 1):
-        return Fail(said + "このカーネルでは d.process_index がどのデバイスも 0 なので、持ち主は owner[d.id] で調べます。")
+        return Fail(said + "このカーネルでは d.process_index がどのデバイスも 0 なので、どのプロセスのデバイスかは owner[d.id] で調べます。")
     hulls = [_hull(rows) for rows in wants]
     if got == hulls[process] and answers == hulls:
         return Fail(said + "最小から最大までの範囲にはほかのプロセスの行も入るので、各シャードの行だけを合わせます。")
@@ -125,7 +125,7 @@ def _wrong(fn, where, want, got, wants, sharding, shape, owner, process, n_proc)
         return Fail(said + "すべてのデバイスの行ではなく、owner[d.id] == process のデバイスの行だけを集めます。")
     per = shape[0] // n_proc
     if got == list(range(process * per, (process + 1) * per)):
-        return Fail(said + "どの行かはシャーディングと持ち主から決まり、プロセスの行が連続するとは限りません。")
+        return Fail(said + "どの行かはシャーディングと、各デバイスがどのプロセスのものかで決まり、プロセスの行が連続するとは限りません。")
     if got in _one_shard(sharding, shape, owner, process):
         return Fail(said + "1 つのデバイスのシャードの行だけなので、そのプロセスのすべてのデバイスのシャードの行を合わせます。")
     return Fail(said + "そのプロセスのデバイスが持つシャードの行（index[0]）を、すべて合わせます。")
@@ -177,10 +177,10 @@ def check_rows_to_load(fn):
             raise _wrong(fn, where, want, got, wants, sharding, shape, owner, process, n_proc)
     n_spec, n_owner = len({s.spec for s, *_ in hidden}), len({label for _, _, label, _, _ in hidden})
     n, flat = hidden[0][0].mesh.devices.size, min(hidden[0][0].mesh.devices.shape) == 1
-    note = ("（デバイスが 1 個なので、1 つのプロセスがすべての行を読み込む場合しか作れず、持ち主の誤りと昇順に並べない誤りはこの環境では"
+    note = ("（デバイスが 1 個なので、1 つのプロセスがすべての行を読み込む場合しか作れず、デバイスのプロセスを取り違える誤りと昇順に並べない誤りはこの環境では"
             "確かめられません）" if n == 1 else
             "（デバイスが 2 個なので、プロセスの行はいつも連続して昇順に並び、最小から最大までの行を取る誤りと"
             "昇順に並べない誤りはこの環境では確かめられません）" if n == 2 else
             f"（デバイスが {n} 個ではメッシュの片方の軸が 1 なので、シャードの行はいつもデバイスの順に昇順で並び、"
             "昇順に並べない誤りはこの環境では確かめられません）" if flat else "")
-    return f"{n_spec} 通りの spec と {n_owner} 通りの持ち主の決め方で、どのプロセスの行も一致しました{note}。"
+    return f"{n_spec} 通りの spec と {n_owner} 通りの、各デバイスのプロセスの決め方で、どのプロセスの行も一致しました{note}。"

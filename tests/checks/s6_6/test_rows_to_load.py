@@ -29,7 +29,7 @@ def shard_rows(keep=lambda device, owner, process: owner[device.id] == process, 
 
 
 def test_reference_and_other_forms_pass():
-    say(EX, reference, Status.PASS, "spec", "持ち主の決め方")
+    say(EX, reference, Status.PASS, "spec", "各デバイスのプロセスの決め方")
     say(EX, lambda *a: np.unique(shard_rows()(*a)), Status.PASS)
     say(EX, lambda *a: set(shard_rows()(*a)), Status.PASS)
 

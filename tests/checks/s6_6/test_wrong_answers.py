@@ -105,7 +105,7 @@ def test_first_shard_only():
     def first(*a):
         return next(iter(shards(*a)), [])
     if N == 1:
-        say("6.6-4", first, Status.PASS, "持ち主の誤り")
+        say("6.6-4", first, Status.PASS, "デバイスのプロセスを取り違える誤り")
     else:
         say("6.6-4", first, Status.FAIL, "1 つのデバイスのシャードの行だけ")
 
