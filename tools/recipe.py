@@ -15,7 +15,8 @@ NB はノートブックの名前（拡張子なし）。.md と .ipynb のど�
 実行し直すのは、前に実行したときから変わったノートブックだけです: セルのソース（解答はその節のチェック
 ``ch6/checks/s6_N/`` と ``ch6/checking.py`` も）が、最後にこの手順で実行したとき（``build/recipe/``）か、
 それがなければ HEAD のものと違うとき。解答だけを直したならレッスンは実行しません。実行し直したノートブックでも、
-ソースが HEAD と同じで ``nbval-ignore-output`` の付いたセル（時間を測るセル）の出力は HEAD のものに戻すので、
+``nbval-ignore-output`` の付いたセル（時間を測るセル）のソースがすべて HEAD と同じなら、その出力は HEAD のものに戻すので
+（1 つでも変わったら、どれも戻さず、すべて同じ実行の値にします）、
 ``git status`` には著者が変えたものとその結果だけが出ます。最後に、この手順が著者の変更のほかに変えた
 ファイルがあれば名前を挙げて失敗します。段ごとの秒数を最後に表にします。
 """
@@ -115,12 +116,15 @@ def keep_head_outputs(nb_path: Path) -> int:
     head = {(c.get("id"), c["source"] if isinstance(c["source"], str) else "".join(c["source"])): c
             for c in json.loads(text)["cells"] if c["cell_type"] == "code"}
     nb = nbrun.read(nb_path)
+    timed = [c for c in nb.cells if c.cell_type == "code" and "nbval-ignore-output" in c.metadata.get("tags", [])]
+    olds = [head.get((cell.get("id"), cell.source)) for cell in timed]
+    if any(old is None for old in olds):
+        # 1 つでもソースが変わった（または新しい）なら、どのセルも戻さない: 測った値はすべて同じ 1 回の実行から
+        # （片方だけ戻すと、表と、その表から求めた比が別々の実行の値になる。6.1 の 0.88 と 0.96 の食い違い）
+        return 0
     kept = 0
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "nbval-ignore-output" not in cell.metadata.get("tags", []):
-            continue
-        old = head.get((cell.get("id"), cell.source))
-        if old is not None and old["outputs"] != json.loads(json.dumps(cell.outputs)):
+    for cell, old in zip(timed, olds):
+        if old["outputs"] != json.loads(json.dumps(cell.outputs)):
             cell.outputs = nbformat.from_dict(old["outputs"])
             kept += 1
     if kept:

@@ -140,3 +140,37 @@ def test_depends_lists_the_notebooks_that_import_a_module_directly_or_not():
         not (recipe.ROOT / "notebooks" / "6_11a_profile.ipynb").exists()
     with pytest.raises(SystemExit):
         recipe.dependents("ch6/no_such_module.py")
+
+
+def _timed_notebook(sources_outputs):
+    """nbval-ignore-output のセルだけのノートブック: [(ソース, 出力の文字列)]。"""
+    cells = [{"cell_type": "code", "id": f"c{k}", "metadata": {"tags": ["nbval-ignore-output"]}, "source": src,
+              "outputs": [{"output_type": "stream", "name": "stdout", "text": out}], "execution_count": 1}
+             for k, (src, out) in enumerate(sources_outputs)]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def _committed(repo, rel, text):
+    (repo / rel).write_text(text, encoding="utf-8")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "add", rel], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "timed"], cwd=repo, check=True)
+
+
+def _outputs(path):
+    texts = [c["outputs"][0]["text"] for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    return ["".join(t) if isinstance(t, list) else t for t in texts]
+
+
+def test_timing_cells_keep_heads_outputs_only_when_none_of_them_changed(repo):
+    rel = "notebooks/6_1_vmap.ipynb"
+    _committed(repo, rel, _timed_notebook([("measure()", "表: 0.189 と 0.197\n"), ("ratio()", "比 0.96\n")]))
+    path = repo / rel
+    # 同じソースで実行し直した: 両方とも HEAD の値に戻す（git status に時間の揺れを出さない）
+    path.write_text(_timed_notebook([("measure()", "表: 0.094 と 0.118\n"), ("ratio()", "比 0.80\n")]), encoding="utf-8")
+    assert recipe.keep_head_outputs(path) == 2
+    assert _outputs(path) == ["表: 0.189 と 0.197\n", "比 0.96\n"]
+    # 比のセルだけソースが変わった: どちらも戻さない（表だけ戻すと、表と比が別々の実行の値になる）
+    path.write_text(_timed_notebook([("measure()", "表: 0.094 と 0.118\n"), ("ratio(2)", "比 0.80\n")]), encoding="utf-8")
+    assert recipe.keep_head_outputs(path) == 0
+    assert _outputs(path) == ["表: 0.094 と 0.118\n", "比 0.80\n"]
