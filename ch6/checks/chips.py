@@ -30,11 +30,11 @@ def with_values(hw, **values):
 def number(x, what: str) -> float:
     """学習者が返した値を有限の実数に（数でなければ、何が返ったかを言って不合格）。"""
     if isinstance(x, bool) or x is None:
-        raise Fail(f"{what}は数のはずですが、{type(x).__name__} が返りました。")
+        raise Fail(f"{what}は数値のはずが、{type(x).__name__} が返りました。")
     try:
         v = float(np.asarray(x))
     except Exception:
-        raise Fail(f"{what}は数のはずですが、{type(x).__name__} が返りました。") from None
+        raise Fail(f"{what}は数値のはずが、{type(x).__name__} が返りました。") from None
     if not np.isfinite(v):
         raise Fail(f"{what}が {v} です（有限の数のはずです）。")
     return v

@@ -110,7 +110,7 @@ def check_max_dp_chips(fn):
     got = []
     for label, hw, tokens, axes, form in todo:
         out = call(fn, hw, tokens, axes, form)
-        value = number(out, f"{label}で返したチップの数")
+        value = number(out, f"{label}: 返したチップの数")
         if value != int(value):
             raise Fail(f"{label}: チップの数が {value:g} でした。n は整数なので、条件を満たす最大の整数を返します。")
         got.append(int(value))
@@ -118,7 +118,7 @@ def check_max_dp_chips(fn):
     if got == want:
         k = next(k for k, c in enumerate(todo) if c[3:] == (1, "book"))  # 既定値 axes=1, form="book" と同じ場面
         label, hw, tokens = todo[k][:3]
-        default = number(call(fn, hw, tokens), f"{label}で axes と form を省いて返したチップの数")
+        default = number(call(fn, hw, tokens), f"{label}: axes と form を省いて返したチップの数")
         if default != want[k]:
             raise Fail(f"{label}: 既定値で呼ぶと {default:g} 個で、axes=1, form='book' を渡したときの {want[k]} 個と"
                        "違います。既定値は axes=1、form='book' のままにします。")

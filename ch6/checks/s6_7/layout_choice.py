@@ -124,9 +124,9 @@ def cases(r):
     def add(label, hw, n, model, capacity):
         out.append((label, model, with_values(hw, hbm_bytes=float(capacity)), n))
 
-    add("8 チップ・1 チップに b* の 2 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 2 * bt), 80e9)
+    add("8 チップ・1 チップのトークンが b* の 2 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 2 * bt), 80e9)
     m = _model(1e9, 4096, 24, 8 * 0.4 * bt)
-    add("8 チップ・1 チップに b* の 0.4 倍", tpu, 8, m, 1.05 * estimates(m, tpu, 8)["DP"][0])
+    add("8 チップ・1 チップのトークンが b* の 0.4 倍", tpu, 8, m, 1.05 * estimates(m, tpu, 8)["DP"][0])
     add("n = 1", tpu, 1, _model(1e9, 4096, 24, 2 * bt), 80e9)
     m = _model(4e9, 4096, 32, 16 * 2 * bt, 8.0)
     # 容量ちょうど: FSDP のメモリより相対 1e-12 だけ小さい容量（許容 1e-9 の内なので収まる。問題文の必須のとおり、
@@ -136,9 +136,9 @@ def cases(r):
     add("8 チップ・2 層の広いモデル", tpu, 8, m, 400e9)
     add("8 チップ・2 層の広いモデル・容量が小さい", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
     add("大きすぎるモデル", tpu, 16, _model(4e11, 16384, 96, 16 * 4 * bt, 4.0), 32e9)
-    add("2 チップ・1 チップに b* の 0.75 倍", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
-    add("隠しの GPU・8 枚・1 枚に b* の 0.8 倍", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
-    add("8 チップ・1 チップに b* の 1.5 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
+    add("2 チップ・1 チップのトークンが b* の 0.75 倍", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
+    add("隠しの GPU・8 枚・1 枚のトークンが b* の 0.8 倍", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
+    add("8 チップ・1 チップのトークンが b* の 1.5 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
     add("8 チップ・4 層のモデル", tpu, 8, _model(1e9, 14848, 4, 8 * 0.5 * bt), 400e9)
     add("8 チップ・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 2 * bt), 10e9)
     m = _model(1e9, 4096, 2, 2 * 0.75 * bt)
@@ -158,12 +158,12 @@ def cases(r):
     ar = all_reduce_time(BF16 * 1e9, 8, tpu.axis_bw) - all_reduce_time(BF16 * m["tokens"] * m["width"], 8, tpu.axis_bw)
     flops = 4 * m["tokens"] * m["params"] / (8 * ar) * (1 - 1e-12)  # DP = fwd + AR と TP = 3·fwd + AR_act が等しくなる C
     add("8 チップ・DP と TP の見積もりが同じ", with_values(tpu, flops=flops), 8, m, 400e9)
-    # 1 チップに b* の 0.2 倍・2 層・DP は収まらない: FSDP は順伝播の all-gather が隠れきらず、TP がいちばん速い。
+    # 1 チップのトークンが b* の 0.2 倍・2 層・DP は収まらない: FSDP は順伝播の all-gather が隠れきらず、TP がいちばん速い。
     # TP の通信を重みの 2P で見積もっても TP のまま、通信がとても小さくなる誤りでは FSDP になり、2 つを分ける
-    add("8 チップ・1 チップに b* の 0.2 倍・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 0.2 * bt), 10e9)
-    # 1 チップに b* の 0.2 倍・48 層の広いモデル（TP は遅い）: DP の上界を見積もりにしても FSDP より短く DP のまま、
+    add("8 チップ・1 チップのトークンが b* の 0.2 倍・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 0.2 * bt), 10e9)
+    # 1 チップのトークンが b* の 0.2 倍・48 層の広いモデル（TP は遅い）: DP の上界を見積もりにしても FSDP より短く DP のまま、
     # 勾配を 4 バイトにすると FSDP。2 つの誤りを分ける
-    add("8 チップ・1 チップに b* の 0.2 倍・48 層の広いモデル", tpu, 8, _model(1e9, 16384, 48, 8 * 0.2 * bt), 80e9)
+    add("8 チップ・1 チップのトークンが b* の 0.2 倍・48 層の広いモデル", tpu, 8, _model(1e9, 16384, 48, 8 * 0.2 * bt), 80e9)
     return out
 
 
@@ -202,7 +202,7 @@ MISTAKES = (
     (dict(bw="hbm_bw"), {}, _COMM_TINY),
     (dict(math_whole=True), {}, _COMM_TINY),
     (dict(bw="link_oneway"), {}, "TPU の通信をリンクの片方向 link_oneway で割っています。軸のリングは両方向の axis_bw で割ります。"),
-    (dict(bw="all_axes_bw"), {}, "通信をすべての軸の帯域 all_axes_bw で割っています。1 つのメッシュ軸のリングは axis_bw です。"),
+    (dict(bw="all_axes_bw"), {}, "通信をすべての軸の帯域 all_axes_bw で割っています。1 つのメッシュの軸のリングは axis_bw です。"),
     (dict(serial=True), {}, "DP と FSDP の通信を計算に足しています。勾配の通信は逆伝播の裏、重みの all-gather は順伝播の裏に隠れます（max）。"),
 )
 

@@ -178,8 +178,8 @@ def same_as_slips(got: list, slips: list[tuple[list, str]]) -> str:
 
 def _answer(out, names: list[str], label: str):
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        what = f"{len(out)} 要素" if isinstance(out, (tuple, list)) else type(out).__name__
-        raise Fail(f"{label}: 戻り値が {what} でした。(方針の名前, jit した勾配の関数) の 2 つ組を返します。")
+        what = f"{len(out)} 要素" if isinstance(out, (tuple, list)) else f"{type(out).__name__} "
+        raise Fail(f"{label}: 戻り値が {what}でした。(方針の名前, jit した勾配の関数) の 2 つ組を返します。")
     name, grad_fn = out
     if name is None:
         if grad_fn is not None:

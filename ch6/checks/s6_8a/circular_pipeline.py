@@ -88,16 +88,16 @@ def _driver(fn, mesh, v_count: int, mb: int, width: int):
             out = fn(w, state, xs[jnp.clip(t, 0, n - 1)], t, AXIS)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 if isinstance(out, (tuple, list)):
-                    got = f"長さ {len(out)} の {type(out).__name__}"
+                    got = f"長さ {len(out)} の組（{type(out).__name__}）"
                 elif hasattr(out, "shape"):
                     got = f"形 {fmt(tuple(out.shape))} の配列 1 つ"
                 else:
-                    got = type(out).__name__
+                    got = f"{type(out).__name__} の値"
                 raise Fail(f"戻り値は (次の state, y) の 2 つ組のはずが、{got}でした。")
             new_state, y = out
             for name, a in (("次の state", new_state), ("y", y)):
                 if getattr(a, "shape", None) != (mb, width):
-                    got = (f"形 {fmt(tuple(a.shape))} の配列" if hasattr(a, "shape") else type(a).__name__)
+                    got = (f"形 {fmt(tuple(a.shape))} の配列" if hasattr(a, "shape") else f"{type(a).__name__} の値")
                     raise Fail(f"{name} の形は 1 マイクロバッチ分の {fmt((mb, width))} のはずが、{got}でした。")
             return new_state, y
 
@@ -155,7 +155,7 @@ def _perms_or_fail(run, w, xs, n: int, v_count: int):
         used = "・".join(sorted(others))
         cost = ("1 デバイスが受け取るバイトが ppermute の n − 1 倍になります" if "all_gather" in others
                 else "全デバイスにまたがる集団通信で、ppermute より多くのバイトを送ります")
-        raise Fail(f"ppermute の代わりに {used} で受け渡すと、値が合っても{cost}。y を lax.ppermute で (i + 1) % n へ送ります。")
+        raise Fail(f"ppermute の代わりに {used} で受け渡すと、値が合っても、{cost}。y を lax.ppermute で (i + 1) % n へ送ります。")
     if not perms:
         raise Fail("ppermute がないので、y が次のデバイスへ届きません。y を lax.ppermute で (i + 1) % n へ送り、"
                    "次の state にします。")

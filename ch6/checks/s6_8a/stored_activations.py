@@ -21,7 +21,8 @@ def _as_counts(got, n_stages: int, what: str) -> list[int]:
     except Exception:
         raise Fail(f"{what}: ステージごとの数の列のはずが、{type(got).__name__} でした。") from None
     if arr.dtype == object or arr.ndim != 1:
-        raise Fail(f"{what}: 長さ {n_stages} の整数の列のはずが、形 {fmt(tuple(arr.shape))} の {type(got).__name__} でした。")
+        shown = f"形 {fmt(tuple(arr.shape))} の " if arr.ndim >= 1 else ""  # 形 () は配列でない値（None、関数）にも出る
+        raise Fail(f"{what}: 長さ {n_stages} の整数の列のはずが、{shown}{type(got).__name__} でした。")
     if len(arr) != n_stages:
         raise Fail(f"{what}: 長さ {n_stages}（ステージの数）の列のはずが、長さ {len(arr)} でした。表の 1 行が 1 ステージです。")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)) or arr.dtype == np.bool_:

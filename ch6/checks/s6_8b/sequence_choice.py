@@ -116,7 +116,7 @@ def collect(fn, todo) -> list[tuple[str, float]]:
         method, seconds = out
         if method not in METHODS:
             raise Fail(f"{label}: 方式は \"ring\" か \"ulysses\" のはずが、{method!r} が返りました。")
-        got.append((method, number(seconds, f"{label}の秒")))
+        got.append((method, number(seconds, f"{label}: 秒")))
     return got
 
 

@@ -100,7 +100,7 @@ def check_ulysses_attention(fn):
                 raise Fail("最初の all_to_all が split_axis=1, concat_axis=0 で、本編の (系列, ヘッド, 次元) の並びの軸です。"
                            "ここではヘッドが 0 軸、系列が 1 軸です。")
             if set(axes) == {(0, 1)}:
-                raise Fail("all_to_all がすべて入れ替えの向き (0, 1) で、戻す all_to_all がありません。"
+                raise Fail("どの all_to_all も split_axis=0, concat_axis=1（入れ替え）で、戻す all_to_all がありません。"
                            "reshape ではほかのデバイスの系列は戻らないので、split_axis=1, concat_axis=0 で戻します。")
             if set(axes) - {(0, 1), (1, 0)} or (0, 1) not in axes or (1, 0) not in axes:
                 shown = ", ".join(f"({s}, {c})" for s, c in axes)

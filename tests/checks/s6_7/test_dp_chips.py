@@ -96,7 +96,7 @@ def test_search_slips():
 
 def test_other_wrong_answers():
     expect("6.7-1", lambda hw, t, axes=1, form="book": ref(hw, t, axes, form) + 0.5, "fail", "整数")
-    expect("6.7-1", lambda hw, t, axes=1, form="book": None, "fail", "数のはず")
+    expect("6.7-1", lambda hw, t, axes=1, form="book": None, "fail", "数値のはず")
     expect("6.7-1", lambda hw, t, axes=1, form="book": 64, "fail", "b* は", "のはずが 64 個")
     expect("6.7-1", lambda hw, t, axes=1, form="book": 1, "fail", "計算律速なので")
 

@@ -210,6 +210,9 @@ def test_wrong_structure_and_hardcoded_axis():
                  "y の形は", "の配列でした")
     assert "Tracer" not in msg
     expect("6.8a-1", hardcoded_axis, Status.FAIL, "axis_name 以外の軸の名前")
+    # editor2_b: 「tupleでした」「NoneTypeでした」ではなく、日本語で終わる説明の後に「でした」
+    expect("6.8a-1", lambda w, s, x, t, a: (s, s, s), Status.FAIL, "長さ 3 の組（tuple）でした")
+    expect("6.8a-1", lambda w, s, x, t, a: None, Status.FAIL, "NoneType の値でした")
 
 
 def test_global_device_count_is_named_on_a_2d_mesh():

@@ -132,7 +132,9 @@ def test_wrong_length_and_types():
     expect("6.8a-2", lambda s: peak_stored(s)[:-1], Status.FAIL, "長さ")
     expect("6.8a-2", lambda s: [[p] for p in peak_stored(s)], Status.FAIL, "形")
     expect("6.8a-2", lambda s: [p + 0.5 for p in peak_stored(s)], Status.FAIL, "整数")
-    expect("6.8a-2", lambda s: None, Status.FAIL)
+    # editor2_b: 配列でない値に「形 ()」を言わず、型の名前と「でした」の間に空白
+    msg = expect("6.8a-2", lambda s: None, Status.FAIL, "NoneType でした")
+    assert "形 ()" not in msg, msg
 
 
 def test_not_done_and_learner_error():

@@ -75,7 +75,7 @@ def test_the_lessons_two_way_ring_is_not_this_ring():
         b = seq_len / n * heads * head_dim * bytes_per_value
         out["ring"] = (n - 1) * ch6.cost.ppermute_time(b, chip.link_oneway)
         return out
-    expect(EX, two_way, Status.FAIL, "半分ずつ逆向きに送る形", "同じ向き")
+    expect(EX, two_way, Status.FAIL, "半分ずつ逆向きに送る書き方", "同じ向き")
 
 
 def test_one_network_for_every_chip_is_a_mistake():
