@@ -20,7 +20,7 @@ def whole_number(x, what: str) -> int:
         return int(x)
     if isinstance(x, (float, np.floating)) and np.isfinite(x):
         if float(x) != int(x):
-            raise Fail(f"{what}は整数のはずが、小数 {float(x):.4g} が返りました。切り捨てや切り上げを忘れていませんか。")
+            raise Fail(f"{what}は整数のはずが、小数 {float(x):.4g} が返りました。切り捨てか切り上げで整数にしてください。")
         raise Fail(f"{what}は int のはずが、float の {float(x):.4g} が返りました。int(...) で整数にしてください。")
     raise Fail(f"{what}は整数のはずが、{type(x).__name__} が返りました。int で返してください。")
 

@@ -86,7 +86,7 @@ def check_decode_critical_batch(fn):
         return (f"隠しのモデルとチップ {len(cases) + 1} 通りで、計算律速になる最小のバッチが一致しました。"
                 "計算律速にならない組、差がちょうど 0 の組、等号で決まる組、答えが約 300 万の組、答えが 1 の組を含みます。")
     mistakes = [
-        (MISTAKE_ARGS[0], "プリフィルの形で数えています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
+        (MISTAKE_ARGS[0], "プリフィルと同じ数え方をしています。デコードの 1 ステップは 1 行につき 1 トークンなので、"
                              "FLOP は 2·B·N、読む KV は B·context·kv です。B·context トークン分の計算はしません。"),
         (MISTAKE_ARGS[1], "KV キャッシュの読み込みを入れていません。各行は毎ステップ context·kv バイトを読むので、"
                               "メモリの時間は (w·N + B·context·kv) / hbm_bw です。"),
@@ -131,5 +131,5 @@ def _check_tie(fn, tie) -> None:
                        "増やしても追いつかないので、None を返します（< 0 ではなく <= 0 で比べます）。") from None
         raise
     if value is not None:
-        raise Fail(f"1 行の計算の時間と KV を読む時間がちょうど等しい組で {value!r} を返しています。等しいときも"
-                   "バッチを増やして追いつかないので、None を返します（<= 0）。")
+        raise Fail(f"1 行の計算の時間と KV を読む時間がちょうど等しい組で {value!r} を返しています。等しいときは、"
+                   "バッチを増やしても追いつかないので、None を返します（<= 0）。")

@@ -100,7 +100,7 @@ def check_quantize(fn):
         if scale.shape != (cols,):
             raise Fail(f"scale の形は出力チャネルごとの ({cols},) のはずが、{scale.shape} でした。")
         if scale.dtype != np.float32:
-            raise Fail(f"scale の dtype は float32 のはずが、{scale.dtype} でした。.astype(jnp.float32) で揃えます。")
+            raise Fail(f"scale の dtype は float32 のはずが、{scale.dtype} でした。.astype(jnp.float32) でそろえてください。")
         scale = scale.astype(np.float64)
         _check_positive(scale, w)
         _check_scale(q, scale, w)

@@ -92,7 +92,7 @@ def check_decode_attention_tp(fn):
     except LearnerError as exc:
         msg = str(exc.exc)
         if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
-            raise Fail(f"集団通信に渡した軸の名前がメッシュにありません。メッシュの軸名は '{AXIS}' です。") from None
+            raise Fail(f"集団通信に渡した軸の名前がメッシュにありません。メッシュの軸の名前は '{AXIS}' です。") from None
         if "out_specs" in msg or "vma" in msg.lower():
             gathered = _gathers(fn, mesh, specs, args, (q.shape[0], wo.shape[-1]))
             if gathered:

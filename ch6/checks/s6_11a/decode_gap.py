@@ -101,7 +101,7 @@ def check_decode_gap(fn):
             value = call(fn, stream, dict(stream_run), decode, dict(decode_run))
         except LearnerError as err:
             if isinstance(err.exc, KeyError):
-                raise Fail(f"dict にないキー {err.exc.args[0]!r} を読んで止まりました。stream_run のキーは \"gib\" と "
+                raise Fail(f"辞書にないキー {err.exc.args[0]!r} を読んで止まりました。stream_run のキーは \"gib\" と "
                            "\"seconds\"、decode_run のキーは \"read\" と \"seconds\" です。") from None
             raise
         got = pair_of_numbers(value, f"{what}{sep(what)}の戻り値", "(下限の秒, 割合)")

@@ -144,7 +144,7 @@ def cases():
     for name in r.choice(RECORDED, size=2, replace=False):
         out.append((f"記録したトレース {name}", profile.recorded(str(name)), v5e, float(r.choice([0.03, 0.05, 0.1])),
                     False))
-    out.append(("条件に合う種類のない合成のトレース", *empty_case(), True))
+    out.append(("min_share 以上を占める種類のない合成のトレース", *empty_case(), True))
     return out
 
 
@@ -202,7 +202,7 @@ def _error(fn, err, what, p, c, s, empty):
         return Fail(f"{what}{sep(what)}で、バイトが 0 の種類（bitcast など）で 0 で割りました。下限が 0 になるので、"
                     "bytes が None の種類と同じく、bytes が 0 の種類も除きます。")
     if empty:
-        return Fail(f"{what}{sep(what)}で、1 回の実行の min_share 以上を占める種類がない入力でエラーになりました。"
+        return Fail(f"{what}{sep(what)}でエラーになりました。"
                     "条件に合う種類がなければ None を返します。")
     return err
 

@@ -119,8 +119,8 @@ MISTAKES = (
                    "足すと超えるなら、先に新しいバケットを始めます。"),
     ("at_limit", "ちょうど上限になる葉でも新しいバケットを始めています。足しても bucket_bytes を超えないなら、同じバケットに入れます。"),
     ("empty_first", "最初の葉が上限より大きいとき、空のバケットを作っています。空のバケットの all-reduce も latency の分だけ"
-                    "時間を使うので、今のバケットが空なら新しいバケットを始めずに葉を入れます。"),
-    ("oversized_joins", "上限より大きい葉を今のバケットに足しています。その葉は、それだけで 1 つのバケットにします。"),
+                    "時間を使うので、作っているバケットが空なら新しいバケットを始めずに葉を入れます。"),
+    ("oversized_joins", "上限より大きい葉を、作っているバケットに足しています。その葉は、それだけで 1 つのバケットにします。"),
     ("first_leaf", "バケットの all-reduce を、最初の葉ができた時刻から始めています。始められるのは、バケットの最後の葉ができてからです。"),
     ("no_latency", "1 回の all-reduce の秒に latency を足していません。バケットを増やすと、この固定の秒も回数だけ増えます。"),
     ("half", "all-reduce の秒を all-gather の秒で数えています。リングの all-reduce は reduce-scatter と all-gather で、その 2 倍です。"),
@@ -149,7 +149,7 @@ def check_exposed_allreduce(fn):
             raise Fail(message)
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if not _same(g, w))
     if got[i] < 0:
-        raise Fail(f"{todo[i][0]}: 見える通信が負の {got[i] * 1e3:.4g} ms でした。最後のバケットは逆伝播の終わりにそろうので、"
+        raise Fail(f"{todo[i][0]}: 見える通信が {got[i] * 1e3:.4g} ms（負）でした。最後のバケットは逆伝播の終わりにそろうので、"
                    "最後の all-reduce はその後に終わり、答えは 0 より大きくなります。")
     raise Fail(f"{todo[i][0]}: 見える通信は {want[i] * 1e3:.4g} ms のはずが {got[i] * 1e3:.4g} ms でした。"
                "バケットのまとめ方と、各 all-reduce の始まり（そろう時刻と前の終わりの遅いほう）を確かめてください。")

@@ -59,6 +59,12 @@ def _shapes(config: Config) -> dict[str, tuple[int, ...]]:
     return flat
 
 
+def _axes(entry) -> str:
+    """規則の 1 つの値（軸の名前か、そのタプル）を「tensor 軸」「data 軸と fsdp 軸」に。"""
+    names = entry if isinstance(entry, tuple) else (entry,)
+    return "と".join(f"{a} 軸" for a in names)
+
+
 def _ways(entry, mesh) -> int:
     if entry is None:
         return 1
@@ -74,8 +80,8 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
         try:
             mesh_spec = to_mesh_spec(spec, rules, mesh)
         except ValueError:
-            raise Fail(f"{what}: 規則が {name}（論理軸 {tuple(spec)}）の 2 つの次元に同じメッシュ軸を使っています。"
-                       "1 つのメッシュ軸は 1 つの配列の 1 つの次元にしか使えません。") from None
+            raise Fail(f"{what}: 規則が {name}（論理軸 {tuple(spec)}）の 2 つの次元に同じメッシュの軸を使っています。"
+                       "1 つのメッシュの軸は 1 つの配列の 1 つの次元にしか使えません。") from None
         except KeyError as err:
             raise Fail(f"{what}: 規則にメッシュにない軸 {err} があります。メッシュの軸は data・fsdp・tensor です。") from None
         shape = shapes[name]
@@ -84,7 +90,7 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
             ways = _ways(entry, mesh)
             if size % ways:
                 logical = spec[dim]
-                raise Fail(f"{what}: 規則が {logical} を {entry} で {ways} 個に分割しています。パラメータ {name} のその軸の"
+                raise Fail(f"{what}: 規則が {logical} を {_axes(entry)}で {ways} 個に分割しています。パラメータ {name} のその軸の"
                            f"長さ {size} は {ways} で割り切れないので、配置できません。割り切れない論理軸は分割しない決まりです。")
             count *= size // ways
         out[name] = count
@@ -93,11 +99,11 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
 
 def _rules_dict(out, what: str) -> dict:
     if not isinstance(out, dict):
-        raise Fail(f"{what}: 規則は辞書（論理軸の名前 → メッシュ軸）で返してください。実際は {type(out).__name__} でした。")
+        raise Fail(f"{what}: 規則は辞書（論理軸の名前 → メッシュの軸）で返してください。実際は {type(out).__name__} でした。")
     for k, v in out.items():
         names = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (tuple, list)) else None
         if not isinstance(k, str) or (v is not None and (names is None or not all(isinstance(n, str) for n in names))):
-            raise Fail(f"{what}: 規則の項目 {k!r}: {v!r} が読めません。値はメッシュ軸の名前か、そのタプルか None です。")
+            raise Fail(f"{what}: 規則の項目 {k!r}: {v!r} が読めません。値はメッシュの軸の名前か、そのタプルか None です。")
         if names and any(n not in AXES for n in names):
             raise Fail(f"{what}: 規則にメッシュにない軸 {v!r} があります。メッシュの軸は data・fsdp・tensor です。")
     return {k: (tuple(v) if isinstance(v, list) else v) for k, v in out.items()}
@@ -113,23 +119,23 @@ def cases(r):
 
     d_head = int(r.choice([6, 12]))
     return [
-        ("ヘッドが tensor で割り切れない設定", Config(d_model=48, n_heads=5, d_head=d_head, d_ff=96, n_layers=1),
+        ("ヘッドの数が tensor 軸の大きさで割り切れない設定", Config(d_model=48, n_heads=5, d_head=d_head, d_ff=96, n_layers=1),
          mesh((1, 4, 3))),
         ("すべて割り切れる設定", Config(d_model=40, n_heads=4, d_head=8, d_ff=80, n_layers=2), mesh((2, 2, 2))),
-        ("d_model が fsdp で割り切れない設定", Config(d_model=50, n_heads=6, d_head=4, d_ff=72, n_layers=1),
+        ("d_model が fsdp 軸の大きさで割り切れない設定", Config(d_model=50, n_heads=6, d_head=4, d_ff=72, n_layers=1),
          mesh((1, 3, 2))),
-        ("tensor が 1 のメッシュ", Config(d_model=36, n_heads=3, d_head=4, d_ff=36, n_layers=1), mesh((2, 3, 1))),
-        ("語彙が tensor で割り切れない設定", Config(vocab=250, d_model=24, n_heads=4, d_head=6, d_ff=48, n_layers=1),
+        ("tensor 軸の大きさが 1 のメッシュ", Config(d_model=36, n_heads=3, d_head=4, d_ff=36, n_layers=1), mesh((2, 3, 1))),
+        ("語彙が tensor 軸の大きさで割り切れない設定", Config(vocab=250, d_model=24, n_heads=4, d_head=6, d_ff=48, n_layers=1),
          mesh((1, 2, 4))),
         # heads と d_ff は tensor（2）で割り切れ、data・fsdp（3）では割り切れない: 違う軸で試す答えは複製が増える
-        ("ヘッドと d_ff が tensor だけで割り切れる設定", Config(d_model=60, n_heads=4, d_head=5, d_ff=100, n_layers=1),
+        ("ヘッドの数と d_ff を割り切るのが tensor 軸の大きさだけの設定", Config(d_model=60, n_heads=4, d_head=5, d_ff=100, n_layers=1),
          mesh((3, 3, 2))),
         # heads も d_head も d_ff も tensor（4）で割り切れない: 割り切れるかを試さずに分割する答えは配置できない
-        ("ヘッドも head_dim も d_ff も tensor で割り切れない設定",
+        ("ヘッドの数も head_dim も d_ff も tensor 軸の大きさで割り切れない設定",
          Config(d_model=48, n_heads=5, d_head=7, d_ff=90, n_layers=1), mesh((1, 2, 4))),
         # heads（6）も d_head（6）も tensor（4）で割り切れず、積 36 だけが割り切れる: head_dim に回すかを
         # heads × d_head で試す答えは、head_dim を分割して配置できない
-        ("ヘッドの数と head_dim は割り切れず、その積だけが tensor で割り切れる設定",
+        ("ヘッドの数と head_dim は割り切れず、その積だけが tensor 軸の大きさで割り切れる設定",
          Config(d_model=40, n_heads=6, d_head=6, d_ff=80, n_layers=1), mesh((1, 2, 4))),
     ]
 
@@ -145,10 +151,10 @@ def check_make_rules(fn):
         batch_axes = () if not batch or batch[0] is None else ((batch[0],) if isinstance(batch[0], str) else batch[0])
         want_batch = tuple(a for a in ("data", "fsdp") if mesh.shape[a] > 1)
         if "tensor" in batch_axes and mesh.shape["tensor"] > 1:
-            raise Fail(f"{label}: バッチを tensor にも分割しています。テンソル並列の軸のデバイスは同じサンプルを受け持つので、"
-                       "バッチは data と fsdp だけに分割します。")
+            raise Fail(f"{label}: バッチを tensor 軸でも分割しています。テンソル並列の軸のデバイスは同じサンプルを受け持つので、"
+                       "バッチは data 軸と fsdp 軸だけで分割します。")
         if tuple(a for a in batch_axes if mesh.shape[a] > 1) != want_batch:
-            raise Fail(f"{label}: バッチは data と fsdp の順に分割する決まりですが、規則の batch は"
+            raise Fail(f"{label}: バッチは data 軸と fsdp 軸の順に分割する決まりですが、規則の batch は"
                        f" {rules.get('batch')!r} でした。")
         got = per_device_elements(rules, config, mesh, label)
         want = per_device_elements(ref, config, mesh, label)
@@ -158,10 +164,10 @@ def check_make_rules(fn):
             unsplit = [k for k in ("embed", "heads", "head_dim", "mlp", "vocab")
                        if k in ref and to_mesh_spec((k,), rules, mesh) != to_mesh_spec((k,), ref, mesh)]
             if unsplit == ["head_dim"]:
-                hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor に分割できます。"
+                hint = "ヘッドの数が割り切れないときは、ヘッドの次元（head_dim）を tensor 軸で分割できます。"
             elif unsplit:
                 hint = (f"論理軸 {'・'.join(unsplit)} は、その大きさが "
-                        f"{'・'.join(sorted({ref[k] for k in unsplit}))} の大きさで割り切れるので分割できます。")
+                        f"{'・'.join(sorted({ref[k] for k in unsplit}))} 軸の大きさで割り切れるので分割できます。")
             raise Fail(f"{label}: {', '.join(more)} を必要以上に複製しています（1 デバイスの要素数が"
                        f" {sum(got[n] for n in more)} で、{sum(want[n] for n in more)} まで減らせます）。{hint}")
         _promised_axes(rules, ref, config, mesh, label)
@@ -180,11 +186,11 @@ def _promised_axes(rules: dict, ref: dict, config: Config, mesh, label: str) -> 
         g = got[0] if len(got) else None
         w = want[0] if len(want) else None
         if name == "head_dim" and ref.get("heads") == "tensor":
-            raise Fail(f"{label}: heads が tensor で割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
+            raise Fail(f"{label}: heads が tensor 軸の大きさで割り切れるのに、head_dim を分割しています。head_dim に回すのは heads を"
                        "分割できないときだけの決まりです。head_dim を分割すると、アテンションのスコアの内積ごとに tensor の軸での和が要ります。")
         if w is None:
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割していますが、問題文ではこの設定とメッシュで {name} は分割しません"
-                       "（複製）。問題文にない分割は、学習ステップの通信の形を変えます。")
+                       "（複製）。問題文にない分割は、学習ステップの集団通信を変えます。")
         if _axis_set(g) > _axis_set(w):
             raise Fail(f"{label}: 論理軸 {name} を {g!r} に分割しています。問題文の分割は {w!r} だけです（それより多くの軸に分割すると、"
                        "問題文にない集団通信が学習ステップに入ります）。")

@@ -122,7 +122,7 @@ def cases(r):
         # 境目をまたがないことの多い遅いステップを境目より先に確かめる（「どのエポックも同じ順序」を先に名指す）
         steps = list(dict.fromkeys([0, 3 * w // batch + 1, cross, cross + 1]))
         counts = [c for c in (1, 2, 3, 4, 6) if batch % c == 0]
-        out.append((f"隠しの文章 {length} バイト・seq {seq}・バッチ {batch}", data, batch, seq, int(r.integers(1, 99)),
+        out.append((f"隠しの文章（{length} バイト、seq {seq}、バッチ {batch}）", data, batch, seq, int(r.integers(1, 99)),
                     steps, counts))
     return out
 
@@ -188,7 +188,7 @@ def check_process_rows(fn):
                 for p in range(count):
                     out = call(fn, data.copy(), step, p, count, batch, seq, seed)
                     want = reference(data, step, p, count, batch, seq, seed)
-                    where = f"{label}、ステップ {step}、{count} プロセスで動かしたときのプロセス {p}"
+                    where = f"{label}、ステップ {step}、{count} プロセスのうちプロセス {p}"
                     if not (hasattr(out, "shape") and hasattr(out, "dtype")):
                         raise Fail(f"{where}: 形 {want.shape}・int32 の配列のはずが、{type(out).__name__} が返りました"
                                    "（行のリストなら np.stack(rows) で 1 つの配列にします）。")

@@ -182,10 +182,10 @@ def _pair(out, where: str):
     if isinstance(state, dict) and "position" in state and isinstance(data_state, dict) and "params" in data_state:
         raise Fail(f"{where}: 2 つ組の順序が逆です。1 つ目が状態、2 つ目がデータの位置の辞書です。")
     if not isinstance(data_state, dict):
-        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} の形で返します。"
+        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} で返してください。"
                    f"実際は {type(data_state).__name__} でした。")
     if "position" not in data_state:
-        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} の形で返します。"
+        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} で返してください。"
                    f"返った辞書には 'position' の項目がありません（項目: {', '.join(map(str, data_state))}）。")
     if not isinstance(state, dict) or "step" not in state:
         raise Fail(f"{where}: 状態は保存したのと同じ辞書 {{'params', 'opt_state', 'step'}} で返します。"
@@ -224,10 +224,10 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
                    "変えるのは 'position' だけです。")
     skipped = f"ステップ {spike}" if step + 1 == spike else f"ステップ {step + 1}〜{spike}"
     if position == step:
-        also = "（spike − 1 とも同じ数です）" if position == spike - 1 else ""
-        raise Fail(f"{at}: データの位置が {position} で、戻したステップ {step} に保存した位置と同じです{also}（跳ねたバッチを"
-                   f"もう一度読みます）。跳ねる前のバッチ（{skipped} に使ったもの）を飛ばすので、'position' は spike"
-                   f"（{spike}）にします。")
+        also = "（spike − 1）" if position == spike - 1 else ""
+        raise Fail(f"{at}: データの位置が {position} で、戻したステップ {step} に保存した位置{also}のままなので、跳ねたバッチを"
+                   f"もう一度読みます。跳ねる前のバッチ（{skipped} に使ったもの）を飛ばすので、'position' は spike"
+                   f"（{spike}）にしてください。")
     if position == spike - 1:
         raise Fail(f"{at}: データの位置が spike − 1（{position}）でした。これは跳ねたステップ {spike} が使ったバッチの番号で、"
                    f"再開するとそのバッチをもう一度読みます。位置はそれまでに使ったバッチの数なので、{skipped} のバッチを"

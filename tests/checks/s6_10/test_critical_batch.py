@@ -39,7 +39,7 @@ def test_reference_and_a_search_pass():
 
 
 def test_named_mistakes():
-    expect(EX, make(tokens_ctx=True), Status.FAIL, "プリフィルの形")
+    expect(EX, make(tokens_ctx=True), Status.FAIL, "プリフィルと同じ数え方")
     expect(EX, make(with_kv=False), Status.FAIL, "KV キャッシュの読み込みを入れていません")
     expect(EX, make(with_kv=False, weight=2), Status.FAIL, "リッジポイント")
     expect(EX, make(rounding=math.floor), Status.FAIL, "切り上げ")

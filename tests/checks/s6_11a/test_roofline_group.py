@@ -131,8 +131,8 @@ def test_per_execution_hint_only_when_the_ratio_is_off_by_n_steps():
 
 
 def test_none_case():
-    expect(EX, make(empty_max=True), Status.FAIL, "条件に合う種類のない合成のトレースで",
-           "min_share 以上を占める種類がない入力でエラーになりました", "None を返します")
+    expect(EX, make(empty_max=True), Status.FAIL, "min_share 以上を占める種類のない合成のトレースでエラーになりました",
+           "None を返します")
 
     def empty_tuple(prof, chip, min_share):
         return make()(prof, chip, min_share) or ()

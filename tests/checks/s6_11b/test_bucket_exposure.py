@@ -106,7 +106,7 @@ def test_trial_mistakes_are_named():
 
 def test_wrong_types_and_unnamed_errors():
     expect("6.11b-3", lambda *a: None, Status.FAIL, "NoneType")
-    msg = expect("6.11b-3", lambda *a: -1.0, Status.FAIL, "負の -1000 ms", "0 より大きく")
+    msg = expect("6.11b-3", lambda *a: -1.0, Status.FAIL, "-1000 ms（負）", "0 より大きく")
     assert "e-0" not in msg, msg
     expect("6.11b-3", lambda *a: float("nan"), Status.FAIL, "有限の数")
     expect("6.11b-3", lambda *a: 1.5 * reference(*a), Status.FAIL, "のはずが")

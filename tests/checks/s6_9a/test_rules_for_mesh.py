@@ -32,11 +32,11 @@ def test_copy_of_lesson_rules_cannot_be_placed():
 def test_batch_over_tensor_is_named():
     def wrong(config, mesh):
         return {**reference(config, mesh), "batch": ("data", "fsdp", "tensor")}
-    expect(EX, wrong, Status.FAIL, "tensor にも分割")
+    expect(EX, wrong, Status.FAIL, "tensor 軸でも分割")
 
 
 def test_batch_in_wrong_order_or_missing():
-    expect(EX, lambda c, m: {**reference(c, m), "batch": ("fsdp", "data")}, Status.FAIL, "data と fsdp の順")
+    expect(EX, lambda c, m: {**reference(c, m), "batch": ("fsdp", "data")}, Status.FAIL, "data 軸と fsdp 軸の順")
     expect(EX, lambda c, m: {k: v for k, v in reference(c, m).items() if k != "batch"}, Status.FAIL, "batch")
 
 
@@ -80,11 +80,11 @@ def test_the_tensor_only_case_catches_heads_and_mlp_tested_against_fsdp():
             if rules.get(name) == "tensor" and size % f:
                 del rules[name]
         return rules
-    expect(EX, wrong, Status.FAIL, "tensor だけで割り切れる設定", "論理軸 heads・mlp", "tensor の大きさ")
+    expect(EX, wrong, Status.FAIL, "割り切るのが tensor 軸の大きさだけの設定", "論理軸 heads・mlp", "tensor 軸の大きさ")
 
 
 def test_same_axis_twice_and_unknown_axis():
-    expect(EX, lambda c, m: {**reference(c, m), "heads": "tensor", "head_dim": "tensor"}, Status.FAIL, "同じメッシュ軸")
+    expect(EX, lambda c, m: {**reference(c, m), "heads": "tensor", "head_dim": "tensor"}, Status.FAIL, "同じメッシュの軸")
     expect(EX, lambda c, m: {**reference(c, m), "mlp": "model"}, Status.FAIL, "メッシュにない軸")
 
 
@@ -102,7 +102,7 @@ def test_head_dim_instead_of_divisible_heads_is_named():
             del rules["heads"]
             rules["head_dim"] = "tensor"
         return rules
-    expect(EX, wrong, Status.FAIL, "heads が tensor で割り切れるのに、head_dim を分割")
+    expect(EX, wrong, Status.FAIL, "heads が tensor 軸の大きさで割り切れるのに、head_dim を分割")
 
 
 def test_more_axes_than_promised_are_named():
@@ -121,14 +121,14 @@ def test_more_axes_than_promised_are_named():
 def test_splitting_without_testing_divisibility_is_named():
     def mlp_always(config, mesh):                # d_ff を割り切れるか試さずに tensor へ
         return {**reference(config, mesh), "mlp": "tensor"}
-    expect(EX, mlp_always, Status.FAIL, "ヘッドも head_dim も d_ff も tensor で割り切れない設定")
+    expect(EX, mlp_always, Status.FAIL, "ヘッドの数も head_dim も d_ff も tensor 軸の大きさで割り切れない設定")
 
     def head_dim_untested(config, mesh):         # heads が割り切れなければ、d_head を試さずに head_dim へ
         rules = reference(config, mesh)
         if config.n_heads % mesh.shape["tensor"]:
             rules["head_dim"] = "tensor"
         return rules
-    expect(EX, head_dim_untested, Status.FAIL, "ヘッドも head_dim も d_ff も tensor で割り切れない設定")
+    expect(EX, head_dim_untested, Status.FAIL, "ヘッドの数も head_dim も d_ff も tensor 軸の大きさで割り切れない設定")
 
 
 def test_inverted_divisibility_gets_the_general_hint():
@@ -151,7 +151,7 @@ def test_fresh_mistakes_from_the_statement():
         if config.n_heads % t and (config.n_heads * config.d_head) % t == 0:
             rules["head_dim"] = "tensor"
         return rules
-    expect(EX, product, Status.FAIL, "積だけが tensor で割り切れる設定", "head_dim を tensor で 4 個に分割", "割り切れない")
+    expect(EX, product, Status.FAIL, "積だけが tensor 軸の大きさで割り切れる設定", "head_dim を tensor 軸で 4 個に分割", "割り切れない")
 
     def embed_against_tensor(config, mesh):      # embed の割り切れを tensor の大きさで試す
         rules = {k: v for k, v in reference(config, mesh).items() if k != "embed"}
@@ -167,4 +167,4 @@ def test_fresh_mistakes_from_the_statement():
         return rules
     expect(EX, mlp_against_d_model, Status.FAIL, "mlp")
 
-    expect(EX, lambda c, m: {**reference(c, m), "batch": "data"}, Status.FAIL, "data と fsdp の順")
+    expect(EX, lambda c, m: {**reference(c, m), "batch": "data"}, Status.FAIL, "data 軸と fsdp 軸の順")

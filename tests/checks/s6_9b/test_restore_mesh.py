@@ -77,7 +77,7 @@ def test_the_data_position():
     def kept(directory, config, devices, spike):            # 保存した位置のまま（跳ねたバッチをもう一度）
         step = max(s for s in train.manager(directory).all_steps() if s < spike)
         return train.restore(train.manager(directory), _target(config, devices), step)
-    expect(EX, kept, Status.FAIL, "保存した位置と同じです", "spike")
+    expect(EX, kept, Status.FAIL, "保存した位置", "のままなので", "spike")
 
     def past(directory, config, devices, spike):            # spike のバッチまで飛ばす
         state, data = ref(directory, config, devices, spike)
@@ -88,7 +88,7 @@ def test_the_data_position():
         state, data = ref(directory, config, devices, spike)
         return state, {**data, "position": spike - 1}
     k = pristine()[3]                                      # 最初の場合: spike = 3k + 1、戻すのは 3k
-    expect(EX, one_less, Status.FAIL, "保存した位置と同じです", "spike − 1 とも同じ数", f"（ステップ {3 * k + 1} に使ったもの）")
+    expect(EX, one_less, Status.FAIL, "保存した位置（spike − 1）のままなので", f"（ステップ {3 * k + 1} に使ったもの）")
 
     def one_less_later(directory, config, devices, spike):  # spike − 1 が保存した位置と違う場合の言葉
         state, data = ref(directory, config, devices, spike)
