@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .learner_text import (
     expand,
+    fstring_seams,
     generated_from,
     japanese_part,
     learner_files,
@@ -159,7 +160,13 @@ def _in_source(hit: Hit, source: Path) -> Hit:
     return hit
 
 
-JOIN_USE = "つないだ文字列の継ぎ目で、かな・漢字と ASCII の文字の間に空白を入れる（「w と KV」「組は B」）"
+JOIN_USE = ("つないだ文字列や f 文字列の {式} の継ぎ目で、かな・漢字と ASCII の文字の間に空白を入れる"
+            "（「w と KV」「組は B」「{what} は」「{got} でした」）")
+
+
+def _seams(src: str, others: tuple[str, ...] = ()) -> list[tuple[int, str]]:
+    """継ぎ目の 2 つの種類: つないだ文字列リテラル（string_joins）と、f 文字列の {式}（fstring_seams）。"""
+    return sorted(string_joins(src) + fstring_seams(src, others))
 
 
 def _joins(found: list[tuple[int, str]], where) -> list[Hit]:
@@ -172,7 +179,7 @@ def scan_file(p: Path) -> list[Hit]:
     if md is not None:
         source = md.read_text(encoding="utf-8")
         hits = _check(myst_texts(source), lambda n, dl: f"{rel(md)}:{n + dl}", rel(md))
-        hits += _joins(myst_texts(source, reader=string_joins, paragraphs=False), lambda n, dl: f"{rel(md)}:{n}")
+        hits += _joins(myst_texts(source, reader=_seams, paragraphs=False), lambda n, dl: f"{rel(md)}:{n}")
         outs = p.with_suffix(".outputs.txt")
         if outs.exists():
             hits += _check(outputs_texts(outs.read_text(encoding="utf-8")), lambda n, dl: f"{rel(outs)}:{n + dl}", rel(outs))
@@ -183,8 +190,9 @@ def scan_file(p: Path) -> list[Hit]:
         return [_in_source(h, source) for h in hits] if source else hits
     text = p.read_text(encoding="utf-8")
     if p.suffix == ".py":
+        others = tuple(q.read_text(encoding="utf-8") for q in sorted(p.parent.glob("*.py")) if q != p)
         return (_check(strings(text), lambda n, dl: f"{rel(p)}:{n + dl}", rel(p))
-                + _joins(string_joins(text), lambda n, dl: f"{rel(p)}:{n}"))
+                + _joins(_seams(text, others), lambda n, dl: f"{rel(p)}:{n}"))
     return _check([(1, japanese_part(p, text))], lambda n, dl: f"{rel(p)}:{n + dl}", rel(p))
 
 

@@ -262,3 +262,131 @@ def string_joins(src: str) -> list[tuple[int, str]]:
         if (_KANA_KANJI.match(a[-1]) and _ASCII.match(b[0])) or (_ASCII.match(a[-1]) and _KANA_KANJI.match(b[0])):
             found.append((line, f"{a[-12:]}|{b[:12]}"))
     return found
+
+
+# ---- f 文字列の {式} の継ぎ目（issue 46、editor2_b K2）: f"{what}は" の what が英字で終われば「accumulated_value_and_gradは」。
+# {式} の値はふつう分からないので、英数字で表示されると分かる式だけを見る: 数の書式（{x:g}）・repr（{x!r}）・型の名前
+# （{type(x).__name__}）・数を返す関数（len, fmt など）・文字列の定数。名前（{what}）は、同じ関数の中の代入と、同じ
+# フォルダのファイルの呼び出しで渡された文字列（"accumulated_value_and_grad"）から値の端を読む。分からない式は見ない
+# （{sep(what)} のように空白を足す関数も）。
+
+_ASCII_CALLS = {"len", "int", "float", "round", "repr", "hex", "abs", "sum", "min", "max", "fmt", "id"}
+_ASCII_ATTRS = {"__name__", "shape", "dtype", "ndim", "size", "nbytes", "id", "process_index", "spec"}
+_EDGE_ASCII = re.compile(r"[A-Za-z0-9_]")
+_SEAM_JA = re.compile(r"[\u3040-\u30fa\u30fc-\u30ff\u3400-\u9fff]")  # かな・漢字（中黒 ・ は区切りなので除く）
+
+
+class _Funcs:
+    """フォルダの中の関数の定義（名前 -> 引数の名前の並び）と呼び出し（名前 -> [ast.Call]）。"""
+
+    def __init__(self, trees: list[ast.AST]):
+        self.params: dict[str, list[str]] = {}
+        self.calls: dict[str, list[ast.Call]] = {}
+        for tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.params.setdefault(node.name, [a.arg for a in node.args.posonlyargs + node.args.args]
+                                           + [a.arg for a in node.args.kwonlyargs])
+                elif isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                    if name:
+                        self.calls.setdefault(name, []).append(node)
+
+    def arguments(self, func: str, param: str) -> list[ast.AST]:
+        names = self.params.get(func)
+        if not names or param not in names:
+            return []
+        i = names.index(param)
+        out = []
+        for call in self.calls.get(func, []):
+            if i < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:i + 1]):
+                out.append(call.args[i])
+            out += [k.value for k in call.keywords if k.arg == param]
+        return out
+
+
+def _edges(node: ast.AST, side: int, scope, funcs: _Funcs, depth: int = 0) -> set[str]:
+    """式の値の端（side=-1 は最後、0 は最初）の文字の種類: "ascii"・"other"。分からなければ空。"""
+    if depth > 4:
+        return set()
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str):
+            if not node.value:
+                return set()
+            return {"ascii" if _EDGE_ASCII.match(node.value[side]) else "other"}
+        return {"ascii"} if isinstance(node.value, (int, float)) and not isinstance(node.value, bool) else set()
+    if isinstance(node, ast.JoinedStr):
+        parts = node.values if side == 0 else node.values[::-1]
+        for v in parts:
+            if isinstance(v, ast.Constant) and v.value == "":
+                continue
+            return _edges(v, side, scope, funcs, depth + 1)
+        return set()
+    if isinstance(node, ast.FormattedValue):
+        if node.conversion in (ord("r"), ord("a")) or node.format_spec is not None:
+            return {"ascii"}
+        return _edges(node.value, side, scope, funcs, depth + 1)
+    if isinstance(node, ast.IfExp):
+        return _edges(node.body, side, scope, funcs, depth + 1) | _edges(node.orelse, side, scope, funcs, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _edges(node.left if side == 0 else node.right, side, scope, funcs, depth + 1)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ASCII_CALLS:
+        return {"ascii"}
+    if isinstance(node, ast.Attribute) and node.attr in _ASCII_ATTRS:
+        return {"ascii"}
+    if isinstance(node, ast.Name) and scope is not None:
+        found = set()
+        body = scope.body if isinstance(scope, ast.Module) else ast.walk(scope)  # モジュールでは一番外の代入だけ
+        assigned = [n.value for n in body if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+        for value in assigned:
+            found |= _edges(value, side, scope, funcs, depth + 1)
+        if not assigned and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in funcs.arguments(scope.name, node.id):
+                found |= _edges(arg, side, None, funcs, depth + 1)
+        return found
+    return set()
+
+
+def fstring_seams(src: str, others: tuple[str, ...] = ()) -> list[tuple[int, str]]:
+    """f 文字列の {式} と、かな・漢字が空白なしに続くところ（式の値が英数字で終わる・始まると分かるときだけ）。
+    others は同じフォルダのほかのファイルのソース（そこからの呼び出しで渡された文字列も読む）。
+    (行, 「{what}|は」の形の継ぎ目)。"""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return []
+    trees = [tree]
+    for other in others:
+        try:
+            trees.append(ast.parse(other))
+        except SyntaxError:
+            pass
+    funcs = _Funcs(trees)
+    scopes = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                scopes[id(n)] = fn  # 入れ子の関数では内側が後から上書きする
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        vals = node.values
+        for a, b in zip(vals, vals[1:]):
+            if isinstance(a, ast.FormattedValue) and isinstance(b, ast.Constant) and b.value:
+                expr, text, side = a, b.value, -1
+                if not _SEAM_JA.match(text[0]):
+                    continue
+            elif isinstance(a, ast.Constant) and isinstance(b, ast.FormattedValue) and a.value:
+                expr, text, side = b, a.value, 0
+                if not _SEAM_JA.match(text[-1]):
+                    continue
+            else:
+                continue
+            if "ascii" in _edges(expr, side, scopes.get(id(node), tree), funcs):
+                shown = "{" + ast.unparse(expr.value) + "}"
+                seam = f"{shown}|{text[:6]}" if side == -1 else f"{text[-6:]}|{shown}"
+                found.append((node.lineno, seam))
+    return sorted(set(found))

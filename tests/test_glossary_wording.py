@@ -309,6 +309,54 @@ def test_joins_with_a_space_or_punctuation_are_allowed(src):
     assert not learner_text.string_joins(src), learner_text.string_joins(src)
 
 
+# ---- f 文字列の {式} の継ぎ目（issue 46、editor2_b K2）: 値が英数字で終わると分かる式だけを見る
+FSTRING_CAUGHT = [
+    # 引数 what に、同じファイルの呼び出しが英字の名前を渡す（s6_7/common.py の「accumulated_value_and_gradは」）
+    'def pair(out, what):\n    raise Fail(f"{what}は 2 つ組を返してください。")\n\n'
+    'def check(fn):\n    pair(fn(), "accumulated_value_and_grad")\n',
+    # 代入の片方が型の名前（s6_8a の「tupleでした」「NoneTypeでした」）
+    'def f(out):\n    got = f"形 {out.shape} の配列" if hasattr(out, "shape") else type(out).__name__\n'
+    '    raise Fail(f"2 つ組のはずが、{got}でした。")\n',
+    'msg = f"件数は {len(xs)}です。"',                       # 数を返す関数
+    'msg = f"値は {x:.3g}でした。"',                        # 数の書式
+    'msg = f"名前は {name!r}です。"',                        # repr
+    'cost = "1 デバイスが受け取るバイト"\nmsg = f"値が合っても{cost}。"',   # 値が英数字で始まる
+]
+FSTRING_ALLOWED = [
+    'msg = f"{what} は 2 つ組です。"',                        # 空白がある
+    'def e(got, what):\n    raise Fail(f"{what}の {got}")\n\ndef c():\n    e(1, "sgd_step の結果")\n',  # 値は日本語で終わる
+    'msg = f"{what}は {x}"',                                  # 値の分からない名前は見ない
+    'msg = f"{what}{sep(what)}で止まりました。"',              # 空白を足す関数は見ない
+    'msg = f"形 {fmt(shape)}（{n} 行）です。"',                # 全角の括弧との間
+    'msg = f"形 {want.shape}・int32 の配列"',                  # 中黒は区切り
+    'msg = f"受け取ったのは {describe(got)}です。"',            # 値の分からない関数
+]
+
+
+@pytest.mark.parametrize("src", FSTRING_CAUGHT)
+def test_a_missing_space_next_to_an_fstring_expression_is_caught(src, tmp_path):
+    assert len(learner_text.fstring_seams(src)) == 1, learner_text.fstring_seams(src)
+    p = tmp_path / "m.py"
+    p.write_text(src + "\n", encoding="utf-8")
+    hits = glossary.scan_file(p)
+    assert len(hits) == 1 and "空白" in hits[0].use, hits
+
+
+@pytest.mark.parametrize("src", FSTRING_ALLOWED)
+def test_fstring_expressions_with_a_space_or_a_japanese_value_are_allowed(src):
+    assert not learner_text.fstring_seams(src), learner_text.fstring_seams(src)
+
+
+def test_fstring_seams_read_the_calls_in_the_other_files_of_the_folder(tmp_path):
+    """s6_7/common.py の pair は、ほかのファイル（dp_chips.py など）から名前を渡されて呼ばれる。"""
+    (tmp_path / "common.py").write_text('def pair(out, what):\n    raise Fail(f"{what}は 2 つ組です。")\n',
+                                        encoding="utf-8")
+    (tmp_path / "check.py").write_text('from .common import pair\n\ndef check(fn):\n'
+                                       '    pair(fn(), "fewest_microbatches")\n', encoding="utf-8")
+    hits = glossary.scan_file(tmp_path / "common.py")
+    assert [h.word for h in hits] == ["{what}|は 2 つ組"], hits
+
+
 def test_joins_are_reported_in_notebook_code_cells_by_the_md_line(tmp_path):
     md = tmp_path / "n.md"
     md.write_text("---\njupytext:\n  formats: ipynb,md:myst\n---\n\n# 見出し\n\n```{code-cell} ipython3\n"
