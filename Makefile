@@ -174,7 +174,7 @@ $(NBGRADER_VENV)/.ch6-installed: requirements.txt requirements-nbgrader.txt pypr
 # nbgrader の環境（.venv-nbgrader: nbgrader と講座のパッケージ）を作るだけ（先生が nbgrader で採点するとき）
 nbgrader-setup: $(NBGRADER_VENV)/.ch6-installed
 
-# クラスの採点（test_nbgrader_class.py）は CLASS_SIZE 人（既定 6: 混んだ 2 コアで 6 人 253 秒。30 人は CLASS_SIZE=30）
+# クラスの採点（test_nbgrader_class.py）は CLASS_SIZE 人（既定 6: 混んだ 2 コアで 6 人 253 秒。CLASS_SIZE=30 で 30 人 517 秒）
 CLASS_SIZE ?= 6
 test-nbgrader: $(NBGRADER_VENV)/.ch6-installed
 	CH6_NBGRADER=1 CH6_CLASS_SIZE=$(CLASS_SIZE) $(NBGRADER_VENV)/bin/python -m pytest -q -p no:xdist \
