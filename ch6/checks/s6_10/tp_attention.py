@@ -122,10 +122,10 @@ def check_decode_attention_tp(fn):
             raise Fail(f"値は合っていますが、psum が {psums} 回あります。足した結果をもう一度足して割るか、途中の値も足しています。"
                        "1 トークンの通信は、wo を掛けた後の部分和を足す 1 回で足ります。")
         one = cannot_tell("psum と pmean のように部分和の足し方の違い") if n == 1 else ""
-        return (f"{n} デバイスでヘッド {q.shape[1]}（KV ヘッド {k.shape[2]}）を分割したアテンションが、"
+        return (f"デバイス {n} 個でヘッド {q.shape[1]}（KV ヘッド {k.shape[2]}）を分割したアテンションが、"
                 f"1 デバイスの値と一致し、通信は psum 1 回でした。{one}")
     if n > 1 and np.allclose(got * n, want, rtol=1e-4, atol=1e-5):
-        raise Fail(f"出力が 1 デバイスの値のちょうど 1/{n}（{n} デバイスの平均）でした。各デバイスの値は受け持つヘッドの"
+        raise Fail(f"出力が 1 デバイスの値のちょうど 1/{n}（デバイス {n} 個の平均）でした。各デバイスの値は受け持つヘッドの"
                    "部分和なので、lax.pmean ではなく lax.psum で足してください。")
     variants = [
         (dict(group="tile"), "クエリのヘッドと KV ヘッドの対応が違います。ヘッド h が使うのは KV ヘッド h // G"

@@ -143,7 +143,7 @@ def check_allgather_matmul_two_way(fn):
         if perms is not None and n > 1 and len(perms) < n - 1:
             raise Fail(f"ppermute が {len(perms)} 回で、合わせて n − 1 = {n - 1} 回のはずです。ステップ s は range(1, n // 2 + 1)"
                        " で 1 から ⌊n/2⌋ まで回し、左回りは s ≤ ⌊(n − 1)/2⌋ のときだけ送ります。")
-        raise Fail(f"出力が all_gather(x) @ w と一致しません（{n} デバイス）。届いたシャード c の積を、行 c·m から書きます。")
+        raise Fail(f"出力が all_gather(x) @ w と一致しません（デバイス {n} 個）。届いたシャード c の積を、行 c·m から書きます。")
     perms, others = _structure(g, args, n)
     if others:
         used = "・".join(sorted(others))
@@ -189,5 +189,5 @@ def check_allgather_matmul_two_way(fn):
         note = cannot_tell("ppermute の向き（右回りと左回りが同じ組）")
     if n == 1:
         return f"1 デバイスで x @ w と一致しました（ppermute はありません）。{note}"
-    return (f"{n} デバイスで all_gather(x) @ w と一致し、ppermute は右回りと左回りに合わせて {n - 1} 回、"
+    return (f"デバイス {n} 個で all_gather(x) @ w と一致し、ppermute は右回りと左回りに合わせて {n - 1} 回、"
             f"ステップは {n // 2 + 1} 回でした。{note}")

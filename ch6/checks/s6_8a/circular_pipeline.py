@@ -170,7 +170,7 @@ def _perms_or_fail(run, w, xs, n: int, v_count: int):
         where = (f"デバイス {i} から {(i + 1) % n} へ送る組がありません。" if got is None
                  else f"デバイス {i} の送信先が {(i + 1) % n} になるはずが {got} でした。")
         if n == 3 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
-            raise Fail(f"ppermute の組で、{where}これは逆向きに送る組で、3 デバイスでは 2 つ先へ送る組とも同じです。"
+            raise Fail(f"ppermute の組で、{where}これは逆向きに送る組で、デバイスが 3 個なら 2 つ先へ送る組とも同じです。"
                        "送信先は (i + 1) % n です。")
         if n > 2 and perm == frozenset((a, (a - 1) % n) for a in range(n)):
             raise Fail(f"ppermute の向きが逆で、{where}組は (送信元, 送信先) です。")
@@ -291,7 +291,7 @@ def check_circular_tick(fn):
             raise Fail(f"1 次元のメッシュでは合い、軸 axis_name の大きさが {n_pp}（全デバイスは {n} 個）の 2 次元のメッシュで"
                        "合いません。デバイスの数は lax.axis_size(axis_name) で求めます。")
     rows = mesh2.shape[ROWS] if mesh2 is not None else 0
-    where = f"{n} デバイス" + (f"と {rows} × {n_pp} のメッシュ（デバイス {used} 個）" if mesh2 is not None else "")
+    where = f"デバイス {n} 個" + (f"と {rows} × {n_pp} のメッシュ（デバイス {used} 個）" if mesh2 is not None else "")
     note = ""
     if n == 1:
         note = cannot_tell("ppermute の向きと組、d による周のずれ、戻り値の順、軸の大きさの取り違え")
