@@ -170,11 +170,12 @@ def _run_check(exercise_id: str, answer: Any) -> Result:
 
 def _in_answer(err: BaseException) -> str:
     """解答のコードの中の例外の 1 行: 「解答のコードの中で ZeroDivisionError が起きました（原文「…」）。」、説明がある
-    例外は「解答のコードの中で TypeError が起きました。説明」（「起きました」を 1 度だけ。issue 46 の編集者の読み）。"""
+    例外は「ValueError（解答のコードの中）：説明」（「起きました」は 1 度だけ、説明の 2 文を足しても 2 文。issue 46 の
+    編集者の読み）。"""
     text = explain.explain(err)
     name = type(err).__name__
     if text.startswith(f"{name}: "):
-        return f"解答のコードの中で {name} が起きました。{text.removeprefix(f'{name}: ')}"
+        return f"{name}（解答のコードの中）：{text.removeprefix(f'{name}: ')}"
     return f"解答のコードの中で {text}"
 
 

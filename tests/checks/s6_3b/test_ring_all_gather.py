@@ -105,7 +105,7 @@ def test_ring_wrong_multi():
     assert_fail(run("6.3b-2", ring_unordered), "並び順")
     assert_fail(run("6.3b-2", ring_untiled), "tiled=False", "axis=1")
     assert_fail(run("6.3b-2", ring_only_own), "値が違います")
-    assert_fail(run("6.3b-2", ring_crash), "解答のコードの中で", status="error")
+    assert_fail(run("6.3b-2", ring_crash), "解答のコードの中", status="error")
     assert_fail(run("6.3b-2", ring_one_round_too_many), f"ppermute を {N} 回", f"{N - 1} 回", "range(1, n)")
 
 

@@ -65,7 +65,7 @@ def test_softmax_wrong():
     assert_fail(run("6.3b-4", softmax_no_max), "NaN", "pmax")
     assert_fail(run("6.3b-4", softmax_gather), "all_gather")
     assert_fail(run("6.3b-4", softmax_row_loop), "ループ")
-    assert_fail(run("6.3b-4", softmax_crash), "解答のコードの中で", status="error")
+    assert_fail(run("6.3b-4", softmax_crash), "解答のコードの中", status="error")
     assert_fail(run("6.3b-4", softmax_max_of_all_rows), "行ごとに値の大きさが違う", "NaN", "axis=1")
     assert_fail(run("6.3b-4", not_done), status="not_done")
 
