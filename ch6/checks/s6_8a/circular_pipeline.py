@@ -291,7 +291,7 @@ def check_circular_tick(fn):
             raise Fail(f"1 次元のメッシュでは合い、軸 axis_name の大きさが {n_pp}（全デバイスは {n} 個）の 2 次元のメッシュで"
                        "合いません。デバイスの数は lax.axis_size(axis_name) で求めます。")
     rows = mesh2.shape[ROWS] if mesh2 is not None else 0
-    where = f"デバイス {n} 個" + (f"と {rows} × {n_pp} のメッシュ（デバイス {used} 個）" if mesh2 is not None else "")
+    where = f"デバイス {n} 個の 1 次元のメッシュ" + (f"と {rows} × {n_pp} のメッシュ（デバイス {used} 個）" if mesh2 is not None else "")
     note = ""
     if n == 1:
         note = cannot_tell("ppermute の向きと組、d による周のずれ、戻り値の順、軸の大きさの取り違え")
