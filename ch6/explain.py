@@ -80,7 +80,7 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
      lambda m, msg: "out_axes=None（出力をバッチにしない）と指定しましたが、出力はバッチ軸を持っています。"),
     ("ValueError", re.compile(r"vmap (?:in_axes|out_axes) .*?(?:out of bounds|must be)", re.S),
      lambda m, msg: f"vmap の軸の指定が配列の次元を超えています（「{cut(clean(msg), 80)}」）。"),
-    ("NameError", re.compile(r"unbound axis name: (\S+)|axis name '?(\S+?)'? (?:is )?not (?:found|bound)"),
+    ("NameError", re.compile(r"unbound axis name: ([^\s.]+)|axis name '?(\S+?)'? (?:is )?not (?:found|bound)"),
      lambda m, msg: f"軸の名前 {m.group(1) or m.group(2)} が見つかりません。vmap/pmap の axis_name やメッシュの軸の名前と"
                     "同じ名前を集団通信に渡してください。"),
     ("TypeError", re.compile(r"Expected a callable value, got (.*)"),

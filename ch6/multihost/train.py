@@ -122,7 +122,7 @@ def run(process_id: int, num_processes: int, steps: int = 3, fail_step: int | No
     # すべてのプロセスのデバイスを並べた 1 本のメッシュ（グローバル）。どのプロセスも同じものを作ります
     mesh = jax.make_mesh((n_global,), ("data",))
     ids, owners = [d.id for d in mesh.devices.flat], [d.process_index for d in mesh.devices.flat]
-    print(f"メッシュ data={n_global}: デバイス番号 {ids}、持ち主のプロセス {owners}")
+    print(f"メッシュ data={n_global}: デバイス番号 {ids}、各デバイスのプロセス {owners}")
 
     # --- 各プロセスのローカルデータから、グローバルなバッチを作る ----------------------------
     x_local, y_local, mask_local = local_data(process_id, num_processes, n_global)
