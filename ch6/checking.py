@@ -321,7 +321,7 @@ def jaxpr_primitives(fn: Callable, *args, axis_env=None) -> set[str]:
 
 
 def expect_no_batch_loop(fn: Callable, make_args: Callable[[int], tuple],
-                         sizes: tuple[int, int] = (3, 6), what: str = "バッチサイズ") -> None:
+                         sizes: tuple[int, int] = (3, 6), what: str = "バッチの大きさ") -> None:
     """バッチの大きさを変えても jaxpr が同じ大きさ（Python ループなし）で、
     scan / while でバッチを 1 件ずつ回していないことを確かめる。"""
     counts = [jaxpr_size(fn, *make_args(n)) for n in sizes]

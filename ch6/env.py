@@ -134,7 +134,7 @@ def show_devices() -> int:
     if chips:
         kind = chips[0].platform.upper()
         if len(chips) == 1:
-            why = f"{kind} が 1 個では分割や集団通信が見えないため、"
+            why = "1 個では分割や集団通信が見えないため、"
         else:
             why = f"{kind} が {len(chips)} 個で、この講座が前提にする {DEFAULT_DEVICES} 個より少ないため、"
         print(f"{kind}（{chips[0].device_kind}）が {len(chips)} 個あります。{why}"

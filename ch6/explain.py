@@ -117,7 +117,7 @@ _RULES: list[tuple[str, re.Pattern, object]] = [
      lambda m, msg: "out_specs（smap では out_axes=None）で複製として返す出力が、型の上では"
                     "デバイスごとに違う値（varying）のままです。lax.psum や lax.pmean でそろえてから返すか、分割したまま返してください。"),
     ("ValueError", re.compile(r"requires the current value of parameters, but you are not passing `params`"),
-     lambda m, msg: "この最適化器（重み減衰つきの adamw など）は、更新の計算に現在のパラメータを使います。"
+     lambda m, msg: "この最適化器（重み減衰付きの adamw など）は、更新の計算に現在のパラメータを使います。"
                     "optimizer.update(grads, opt_state, params) のように、3 番目の引数に params を渡してください。"),
     ("ValueError", re.compile(r"in_specs entry which is too long.*?in_specs\[(\d+)\] is (P\(.*?\)) which has length (\d+), "
                               r"but the passed args\[\d+\](?:, where args\[\d+\] is bound to .*?parameter '(\w+)')?, has shape "

@@ -220,7 +220,7 @@ def trace(axis: str, direction: Direction = "one", form: Form = "allgather"):
 def buckets(sizes_in_bytes: Sequence[int], bucket_bytes: int) -> list[list[int]]:
     """連続する葉をバケットにまとめる（葉の番号のリストのリスト）。JAX を使わない。
 
-    前から順に、今のバケットに足しても bucket_bytes を超えないなら足し、超えるなら新しいバケットを始めます。
+    前から順に、作っているバケットに足しても bucket_bytes を超えないなら足し、超えるなら新しいバケットを始めます。
     bucket_bytes より大きい葉は、それだけで 1 つのバケットになります。葉の順は変えません。"""
     if not bucket_bytes > 0:
         raise ValueError(f"bucket_bytes は正の数です: {bucket_bytes!r}")

@@ -90,7 +90,7 @@ def attend(q, k, v, mask):
 
 def project(spec: str, x, w):
     """重みの行列積 ``einsum(spec, x, w)``。w が :func:`quantize_params` の {"q", "scale"} なら、int8 の q を
-    x の型に変えて縮約し、出力チャネルごとのスケールを縮約の後で掛ける（スケールは縮約する軸に依らないので、
+    x の型に変えて縮約し、出力チャネルごとのスケールを縮約の後で掛ける（スケールは縮約する軸によらないので、
     ``einsum(spec, x, q × scale)`` と同じ値）。戻す演算が行列積の入力側の型変換だけになり、XLA はそれを行列積と
     同じ融合に入れられる: HBM からは int8 を 1 回読むだけ。出力チャネルは spec の出力の最後の軸（MATRICES の順）。"""
     import jax.numpy as jnp

@@ -77,7 +77,7 @@ def test_a_lone_chip_keeps_meshes_on_cpu_devices_and_measures_on_the_chip():
     assert "CPU の模擬デバイス 8 個を使います" in out and "ch6.setup(accelerator=True)" in out
 
 
-@pytest.mark.parametrize("count, why", [(1, "TPU が 1 個では分割や集団通信が見えないため"),
+@pytest.mark.parametrize("count, why", [(1, "が 1 個あります。1 個では分割や集団通信が見えないため"),
                                         (4, "TPU が 4 個で、この講座が前提にする 8 個より少ないため")])
 def test_the_reason_for_cpu_meshes_fits_the_chip_count(count, why):
     out = _run(_FAKE_CHIP.format(count=count, args=""))
