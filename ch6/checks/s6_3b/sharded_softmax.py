@@ -106,8 +106,8 @@ def check_sharded_softmax(fn):
     go = np.asarray(run_learner(g, put(mesh, xo, P(None, AXIS))), np.float64)
     if not np.all(np.isfinite(go)) or not is_close(go, _softmax(xo)):
         if not np.all(np.isfinite(go)):
-            raise Fail("行ごとに値の大きさが違う入力で NaN か inf が出たので、全行をまとめた最大値を引いて低い行が 0 / 0 です。"
-                       "最大値は行ごとに（axis=1）取ってください。")
+            raise Fail("行ごとに値の大きさが違う入力で NaN か inf が出ました。"
+                       "全行をまとめた最大値を引くと値の小さい行が 0 / 0 になるので、最大値は行ごとに（axis=1）取ってください。")
         expect_close(go, _softmax(xo), "行ごとに値の大きさが違う隠し入力での結果", rtol=1e-4, atol=1e-6,
                      hint="最大値は行ごとに（axis=1）取り、lax.pmax で全デバイスにそろえます。")
 

@@ -92,7 +92,7 @@ def check_local_rows(fn):
     for case, exc in zip(BAD, raised):
         if exc is not None and not isinstance(exc, ValueError):
             b, n_proc, n_local = case
-            raise Fail(f"B = {b}、{n_proc} プロセス × {n_local} 個で送出されたのは {type(exc).__name__} でした。"
+            raise Fail(f"B = {b}、{n_proc} プロセス × ローカルデバイス {n_local} 個で送出されたのは {type(exc).__name__} でした。"
                        "割り切れないことは ValueError で知らせます（raise ValueError(...)）。")
     pattern = [exc is not None for exc in raised]
     if all(pattern):
