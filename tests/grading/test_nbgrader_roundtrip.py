@@ -159,7 +159,7 @@ def test_release_is_the_exercise_notebook_plus_locked_test_cells(course):
     course, _, _ = course
     for name in NOTEBOOKS:
         text = (course / "release" / "ps1" / f"{name}.ipynb").read_text(encoding="utf-8")
-        for leak in ("YOUR ANSWER HERE", "BEGIN SOLUTION", "HIDDEN TESTS", "解答例つき", "blob/main/solutions/"):
+        for leak in ("YOUR ANSWER HERE", "BEGIN SOLUTION", "HIDDEN TESTS", "解答例付き", "blob/main/solutions/"):
             assert leak not in text, (name, leak)
         assert f"blob/main/exercises/{name}.ipynb" in text
         rel = nbformat.reads(text, as_version=4)
