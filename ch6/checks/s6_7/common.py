@@ -25,9 +25,9 @@ def show(x) -> str:
 def pair(out, what: str, names: str):
     """2 つ組（タプルかリスト）を確かめて返す。"""
     if not isinstance(out, (tuple, list)):
-        raise Fail(f"{what} は 2 つ組{names}をタプルかリストで返してください。実際は {type(out).__name__} です。")
+        raise Fail(f"{what} は 2 つ組{names}のタプルかリストのはずが、{type(out).__name__} が返りました。")
     if len(out) != 2:
-        raise Fail(f"{what} は 2 つ組{names}を返してください。実際は {len(out)} 要素です。")
+        raise Fail(f"{what} は 2 つ組{names}のはずが、{type(out).__name__}（要素 {len(out)} 個）が返りました。")
     return out[0], out[1]
 
 

@@ -72,15 +72,15 @@ def cases(r):
     m = int(r.integers(20, 60))
     return [
         # ちょうど: 相対 1e-12 だけ少ないトークン（許容 1e-9 の内なので計算律速。許容なしの比較では 1 個少なくなる）
-        ("隠しの TPU・1 軸・スケーリングブックの式・ちょうど", tpu3,
+        ("隠しの TPU（1 軸、スケーリングブックの式、通信と計算がちょうど等しい）", tpu3,
          (m - 1) * dp_critical_batch(tpu3, 1, "book") * (1 - 1e-12), 1, "book"),
-        ("隠しの TPU・3 軸・ステップ全体の式・わずかに下", tpu3,
+        ("隠しの TPU（3 軸、ステップ全体の式、等しくなる点のわずかに下）", tpu3,
          (m + 6) * dp_critical_batch(tpu3, 3, "step") * (1 - 1e-6), 3, "step"),
-        ("隠しの GPU・スケーリングブックの式・端数 0.7", gpu, (m + 2.7) * dp_critical_batch(gpu, 2, "book"), 2, "book"),
+        ("隠しの GPU（スケーリングブックの式、端数 0.7）", gpu, (m + 2.7) * dp_critical_batch(gpu, 2, "book"), 2, "book"),
         # 端数 0.3: 四捨五入は切り捨てと同じ、切り上げとは違う
-        ("隠しの TPU・3 軸・スケーリングブックの式・端数 0.3", tpu3, (m + 4.3) * dp_critical_batch(tpu3, 3, "book"), 3, "book"),
-        ("隠しの TPU・2 軸・ステップ全体の式・端数 0.6", tpu2, (m + 9.6) * dp_critical_batch(tpu2, 2, "step"), 2, "step"),
-        ("隠しの GPU・ステップ全体の式・ちょうど", gpu, (m - 3) * dp_critical_batch(gpu, 1, "step"), 1, "step"),
+        ("隠しの TPU（3 軸、スケーリングブックの式、端数 0.3）", tpu3, (m + 4.3) * dp_critical_batch(tpu3, 3, "book"), 3, "book"),
+        ("隠しの TPU（2 軸、ステップ全体の式、端数 0.6）", tpu2, (m + 9.6) * dp_critical_batch(tpu2, 2, "step"), 2, "step"),
+        ("隠しの GPU（ステップ全体の式、通信と計算がちょうど等しい）", gpu, (m - 3) * dp_critical_batch(gpu, 1, "step"), 1, "step"),
         ("全体のトークンが b* の半分", tpu2, 0.5 * dp_critical_batch(tpu2, 1, "book"), 1, "book"),
     ]
 

@@ -39,15 +39,15 @@ def check_accumulated_value_and_grad(fn):
         loss, grads = pair(out, "accumulated_value_and_grad", "（loss, grads）")
         if not is_close(loss, want_loss, rtol=1e-4, atol=1e-6):
             if k > 1 and is_close(loss, k * np.asarray(want_loss), rtol=1e-4, atol=1e-6):
-                raise Fail(f"損失を k で割っていないので、k={k} で損失が {k} 倍になりました。損失の和を k で割って平均にします。")
-            raise Fail(f"k={k} の損失は {float(want_loss):.5g} のはずが {show(loss)} でした。"
+                raise Fail(f"損失を k で割っていないので、k = {k} で損失が {k} 倍になりました。損失の和を k で割って平均にします。")
+            raise Fail(f"k = {k} の損失は {float(want_loss):.5g} のはずが {show(loss)} でした。"
                        "返すのはバッチ全体の平均の損失（マイクロバッチの損失の平均）です。")
         if _grads_match(grads, want_grads):
             continue
         if k > 1 and _grads_match(grads, want_grads, scale=k):
-            raise Fail(f"勾配を k で割っていないので、k={k} で勾配が {k} 倍になりました。勾配の和を k で割ります。")
+            raise Fail(f"勾配を k で割っていないので、k = {k} で勾配が {k} 倍になりました。勾配の和を k で割ります。")
         if _grads_match(grads, want_grads, scale=k / _B):
-            raise Fail(f"k={k} の勾配が {_B // k} 分の 1 で、勾配の和をバッチの大きさ {_B} で割っています。"
+            raise Fail(f"k = {k} の勾配が {_B // k} 分の 1 で、勾配の和をバッチの大きさ {_B} で割っています。"
                        "マイクロバッチの勾配はすでに平均なので、和を k で割ります。")
         try:
             same_tree = jax.tree.structure(grads) == jax.tree.structure(want_grads)
@@ -59,8 +59,8 @@ def check_accumulated_value_and_grad(fn):
         size = _B // k
         last = jax.tree.map(lambda a, size=size: a[-size:], batch)  # 前から順に切ったときの最後のマイクロバッチ
         if k > 1 and _grads_match(grads, jax.grad(loss_fn)(params, last)):
-            raise Fail(f"k={k} の勾配が最後のマイクロバッチの勾配だけでした。scan のキャリーで k 個の勾配を足してから k で割ります。")
-        raise Fail(f"k={k} の勾配がバッチ全体の勾配と一致しませんでした。どのマイクロバッチの勾配も足してから k で割ります。")
+            raise Fail(f"k = {k} の勾配が最後のマイクロバッチの勾配だけでした。scan のキャリーで k 個の勾配を足してから k で割ります。")
+        raise Fail(f"k = {k} の勾配がバッチ全体の勾配と一致しませんでした。どのマイクロバッチの勾配も足してから k で割ります。")
     lengths, size4 = _scan_lengths(fn, loss_fn, params, batch, 4)
     _, size2 = _scan_lengths(fn, loss_fn, params, batch, 2)
     if not lengths and size4 == size2:
@@ -71,12 +71,12 @@ def check_accumulated_value_and_grad(fn):
     if 4 not in lengths:
         shown = sorted(set(lengths))
         if _B // 4 in lengths:
-            raise Fail(f"k=4 の scan の長さが {_B // 4}（B/k）で、マイクロバッチの数と大きさを取り違えています。"
+            raise Fail(f"k = 4 の scan の長さが {_B // 4}（B/k）で、マイクロバッチの数と大きさを取り違えています。"
                        "reshape(k, B // k, …) にして、k 個のマイクロバッチを scan で順に処理します。")
         if _B in lengths:
-            raise Fail(f"scan が 1 件ずつ回っているので、k=4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
-        raise Fail(f"k=4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
+            raise Fail(f"scan が 1 件ずつ回っているので、k = 4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
+        raise Fail(f"k = 4 の scan の長さが {shown} でした。scan はマイクロバッチ k 個を回します。")
     if size4 != size2:
-        raise Fail(f"k=2 と k=4 で jaxpr の式の数が {size2} から {size4} に変わったので、Python のループがマイクロバッチを"
+        raise Fail(f"k = 2 と k = 4 で jaxpr の式の数が {size2} から {size4} に変わったので、Python のループがマイクロバッチを"
                    "並べています。lax.scan の中に 1 回分を書きます。")
-    return f"隠しの辞書のバッチ {_B} 件で、k=1, 3, 4, {_B} の損失と勾配が一致し、scan の長さは k でした。"
+    return f"隠しの辞書のバッチ {_B} 件で、k = 1, 3, 4, {_B} の損失と勾配が一致し、scan の長さは k でした。"

@@ -124,46 +124,46 @@ def cases(r):
     def add(label, hw, n, model, capacity):
         out.append((label, model, with_values(hw, hbm_bytes=float(capacity)), n))
 
-    add("8 チップ・1 チップのトークンが b* の 2 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 2 * bt), 80e9)
+    add("8 チップで、1 チップのトークンが b* の 2 倍の場面", tpu, 8, _model(1e9, 4096, 24, 8 * 2 * bt), 80e9)
     m = _model(1e9, 4096, 24, 8 * 0.4 * bt)
-    add("8 チップ・1 チップのトークンが b* の 0.4 倍", tpu, 8, m, 1.05 * estimates(m, tpu, 8)["DP"][0])
+    add("8 チップで、1 チップのトークンが b* の 0.4 倍の場面", tpu, 8, m, 1.05 * estimates(m, tpu, 8)["DP"][0])
     add("n = 1", tpu, 1, _model(1e9, 4096, 24, 2 * bt), 80e9)
     m = _model(4e9, 4096, 32, 16 * 2 * bt, 8.0)
     # 容量ちょうど: FSDP のメモリより相対 1e-12 だけ小さい容量（許容 1e-9 の内なので収まる。問題文の必須のとおり、
     # 許容のない mem <= hbm_bytes でも mem < hbm_bytes でも収まらないとなり、MISTAKES の strict の言葉で名指しする）
-    add("16 チップ・FSDP のメモリが容量ちょうど", tpu, 16, m, estimates(m, tpu, 16)["FSDP"][0] * (1 - 1e-12))
+    add("16 チップで、FSDP のメモリが容量ちょうどの場面", tpu, 16, m, estimates(m, tpu, 16)["FSDP"][0] * (1 - 1e-12))
     m = _model(1e9, 24576, 2, 8 * 0.5 * bt)
-    add("8 チップ・2 層の広いモデル", tpu, 8, m, 400e9)
-    add("8 チップ・2 層の広いモデル・容量が小さい", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
+    add("8 チップで、2 層の広いモデルの場面", tpu, 8, m, 400e9)
+    add("8 チップで、2 層の広いモデル、容量が小さい場面", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
     add("大きすぎるモデル", tpu, 16, _model(4e11, 16384, 96, 16 * 4 * bt, 4.0), 32e9)
-    add("2 チップ・1 チップのトークンが b* の 0.75 倍", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
-    add("隠しの GPU・8 枚・1 枚のトークンが b* の 0.8 倍", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
-    add("8 チップ・1 チップのトークンが b* の 1.5 倍", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
-    add("8 チップ・4 層のモデル", tpu, 8, _model(1e9, 14848, 4, 8 * 0.5 * bt), 400e9)
-    add("8 チップ・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 2 * bt), 10e9)
+    add("2 チップで、1 チップのトークンが b* の 0.75 倍の場面", tpu, 2, _model(1e9, 4096, 24, 2 * 0.75 * bt), 80e9)
+    add("隠しの GPU 8 枚で、1 枚のトークンが b* の 0.8 倍の場面", gpu, 8, _model(1e9, 4096, 24, 8 * 0.8 * bg), 80e9)
+    add("8 チップで、1 チップのトークンが b* の 1.5 倍の場面", tpu, 8, _model(1e9, 4096, 24, 8 * 1.5 * bt), 80e9)
+    add("8 チップで、4 層のモデルの場面", tpu, 8, _model(1e9, 14848, 4, 8 * 0.5 * bt), 400e9)
+    add("8 チップで、DP が収まらない 2 層のモデルの場面", tpu, 8, _model(1e9, 4096, 2, 8 * 2 * bt), 10e9)
     m = _model(1e9, 4096, 2, 2 * 0.75 * bt)
-    add("2 チップ・DP が収まらない 2 層のモデル", tpu, 2, m, 1.05 * estimates(m, tpu, 2)["FSDP"][0])
-    add("隠しの GPU・8 枚・2 層の広いモデル", gpu, 8, _model(1e9, 36864, 2, 8 * 0.5 * bg), 400e9)
+    add("2 チップで、DP が収まらない 2 層のモデルの場面", tpu, 2, m, 1.05 * estimates(m, tpu, 2)["FSDP"][0])
+    add("隠しの GPU 8 枚で、2 層の広いモデルの場面", gpu, 8, _model(1e9, 36864, 2, 8 * 0.5 * bg), 400e9)
     # FSDP の順伝播の all-gather が隠れきらない分（0.75 P/W）で、TP が FSDP より速くなる場面（DP は収まらない）
     m = _model(1e9, 45056, 2, 8 * 0.5 * bt)
-    add("8 チップ・DP が収まらないとても広いモデル", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
+    add("8 チップで、DP が収まらないとても広いモデルの場面", tpu, 8, m, 1.5 * estimates(m, tpu, 8)["TP"][0])
     # TP がいちばん速いが、バッチ全体の活性値を持つので収まらない（容量は FSDP と TP のメモリの間）
     m = _model(1e9, 24576, 2, 8 * 0.5 * bt)
     table = estimates(m, tpu, 8)
-    add("8 チップ・TP がいちばん速いが収まらない", tpu, 8, m, (table["FSDP"][0] + table["TP"][0]) / 2)
+    add("8 チップで、TP がいちばん速いが収まらない場面", tpu, 8, m, (table["FSDP"][0] + table["TP"][0]) / 2)
     # 1 層のモデル: TP の all-reduce は L − 1 = 0 回で、計算律速なら 3 つの見積もりが同じ。上界は TP が最も短い
-    add("8 チップ・1 層のモデル・計算律速", tpu, 8, _model(1e9, 4096, 1, 8 * 2 * bt), 80e9)
+    add("8 チップで、1 層のモデルが計算律速の場面", tpu, 8, _model(1e9, 4096, 1, 8 * 2 * bt), 80e9)
     # DP と TP の見積もりが同じ（TP が相対 1e-12 だけ長い: 許容の内側）で、FSDP は遅い。上界は TP が短く、メモリも TP が少ない
     m = _model(1e9, 8192, 2, 8 * 0.5 * bt, 0.5)
     ar = all_reduce_time(BF16 * 1e9, 8, tpu.axis_bw) - all_reduce_time(BF16 * m["tokens"] * m["width"], 8, tpu.axis_bw)
     flops = 4 * m["tokens"] * m["params"] / (8 * ar) * (1 - 1e-12)  # DP = fwd + AR と TP = 3·fwd + AR_act が等しくなる C
-    add("8 チップ・DP と TP の見積もりが同じ", with_values(tpu, flops=flops), 8, m, 400e9)
+    add("8 チップで、DP と TP の見積もりが同じ場面", with_values(tpu, flops=flops), 8, m, 400e9)
     # 1 チップのトークンが b* の 0.2 倍・2 層・DP は収まらない: FSDP は順伝播の all-gather が隠れきらず、TP がいちばん速い。
     # TP の通信を重みの 2P で見積もっても TP のまま、通信がとても小さくなる誤りでは FSDP になり、2 つを分ける
-    add("8 チップ・1 チップのトークンが b* の 0.2 倍・DP が収まらない 2 層のモデル", tpu, 8, _model(1e9, 4096, 2, 8 * 0.2 * bt), 10e9)
+    add("8 チップで、1 チップのトークンが b* の 0.2 倍、DP が収まらない 2 層のモデルの場面", tpu, 8, _model(1e9, 4096, 2, 8 * 0.2 * bt), 10e9)
     # 1 チップのトークンが b* の 0.2 倍・48 層の広いモデル（TP は遅い）: DP の上界を見積もりにしても FSDP より短く DP のまま、
     # 勾配を 4 バイトにすると FSDP。2 つの誤りを分ける
-    add("8 チップ・1 チップのトークンが b* の 0.2 倍・48 層の広いモデル", tpu, 8, _model(1e9, 16384, 48, 8 * 0.2 * bt), 80e9)
+    add("8 チップで、1 チップのトークンが b* の 0.2 倍、48 層の広いモデルの場面", tpu, 8, _model(1e9, 16384, 48, 8 * 0.2 * bt), 80e9)
     return out
 
 

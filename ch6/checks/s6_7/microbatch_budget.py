@@ -55,7 +55,7 @@ def _call(fn, *args):
         text = str(exc.exc)
         bad = re.search(r"cannot reshape array of shape \(" + str(_B) + r",.*into shape \((\d+),", text)
         if bad and int(bad.group(1)) not in _DIVISORS:
-            raise Fail(f"k={bad.group(1)} は {_B} の約数ではないので、マイクロバッチに分ける reshape がエラーになりました。"
+            raise Fail(f"k = {bad.group(1)} は {_B} の約数ではないので、マイクロバッチに分ける reshape がエラーになりました。"
                        "1 から B までのうち、B の約数だけを試します。") from None
         if "as an abstract array" in text and "function" in text:
             raise Fail("jax.jit が loss_fn（関数）を配列として受け取ろうとして、エラーになりました。"
@@ -83,12 +83,12 @@ def _answer(out, budget):
         return None, None
     k_num = number(k, "返した k")
     if k_num != int(k_num) or int(k_num) not in _DIVISORS:
-        raise Fail(f"k={k!r} はバッチの大きさ {_B} の約数ではありません。約数 {list(_DIVISORS)} だけを試します。")
+        raise Fail(f"k = {k!r} はバッチの大きさ {_B} の約数ではありません。約数 {list(_DIVISORS)} だけを試します。")
     return int(k_num), number(temp, "返した一時領域")
 
 
 def _temp_of_first(answers):
-    """ほかの k を返しているのに、一時領域が k=1 のもの（k=1 を測った値を持ち越した）。"""
+    """ほかの k を返しているのに、一時領域が k = 1 のもの（k = 1 を測った値を持ち越した）。"""
     return [k for k, t in answers if k not in (None, 1) and t == _temp(1) != _temp(k)]
 
 
@@ -108,46 +108,46 @@ def check_fewest_microbatches(fn):
         budget, g, w = budgets[i], got[i], want[i]
         # 誤りの並びが丸ごと一致したら、その誤りを名指しする
         if got == [_first_fit(b, strict=True) for b in budgets]:
-            raise Fail(f"予算ちょうどを収まらないとしたので（< で比べている）、予算 {budget:,} バイトちょうどの k={w} を"
+            raise Fail(f"予算ちょうどを収まらないとしたので（< で比べている）、予算 {budget:,} バイトちょうどの k = {w} を"
                        "飛ばしました。<= で比べます。")
         if got == [_first_fit(b, _DIVISORS[:-1]) for b in budgets]:
-            raise Fail(f"k={_B}（バッチの大きさそのもの）を試していないので、k={_B} だけが収まる予算で None が返りました。"
+            raise Fail(f"k = {_B}（バッチの大きさそのもの）を試していないので、k = {_B} だけが収まる予算で None が返りました。"
                        f"約数は {_B} まで試します（range の終わりは B + 1）。")
         if got == [_first_fit(b, _DIVISORS[1:]) for b in budgets]:
-            raise Fail("k=1（マイクロバッチ 1 つ）を試していないので、どれでも収まる予算で k=1 になりませんでした。1 から試します。")
+            raise Fail("k = 1（マイクロバッチ 1 つ）を試していないので、どれでも収まる予算で k = 1 になりませんでした。1 から試します。")
         if got == [_first_fit(b, pow2) for b in budgets]:
-            raise Fail(f"2 のべき乗だけを試したので、k={w}（一時領域 {_temp(w):,} バイト）が収まる予算で k={g} が返りました。"
+            raise Fail(f"2 のべき乗だけを試したので、k = {w}（一時領域 {_temp(w):,} バイト）が収まる予算で k = {g} が返りました。"
                        "すべての約数を小さい順に試します。")
         plus = [name for name, size in (("引数", _with_args), ("出力", _with_output))
                 if got == [_first_fit(b, size=size) for b in budgets]]
         if plus and all(k is None for k in got):
             # 一時領域がどれも 0 のチップでは、いつも None を返す答えと、引数や出力まで数えた答えを見分けられない
-            raise Fail(f"k={w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k={w} の"
+            raise Fail(f"k = {w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k = {w} の"
                        f"はずが、どの予算でも None でした。一時領域に{'か'.join(plus)}を足した値で比べたときも同じ答えに"
                        "なります。比べるのは temp_size_in_bytes だけです。")
         if plus:
             raise Fail(f"一時領域に{'か'.join(plus)}を足した値で予算と比べたときと同じで、予算 {budget:,} バイトで"
-                       f" k={w} のはずが k={g} でした。比べるのは temp_size_in_bytes だけです。")
+                       f" k = {w} のはずが k = {g} でした。比べるのは temp_size_in_bytes だけです。")
         if got == [_first_fit(b, _DIVISORS[::-1]) for b in budgets]:
-            raise Fail(f"収まる中でいちばん大きい k を返しているので、予算 {budget:,} バイトで k={w} のはずが k={g} でした。"
+            raise Fail(f"収まる中でいちばん大きい k を返しているので、予算 {budget:,} バイトで k = {w} のはずが k = {g} でした。"
                        "小さい順に試し、最初に収まる k を選びます。")
         if w is None:
-            raise Fail(f"どの k でも一時領域が {lowest:,} バイト以上あり予算 {budget:,} バイトに収まらないので、"
-                       f"(None, None) のはずが k={g!r} でした。")
+            raise Fail(f"どの k でも一時領域が {lowest:,} バイト以上あり、予算 {budget:,} バイトに収まらないので、"
+                       f"(None, None) のはずが k = {g!r} でした。")
         if g is None:
-            raise Fail(f"k={w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k={w} のはずでした。")
+            raise Fail(f"k = {w} の一時領域 {_temp(w):,} バイトは予算 {budget:,} バイト以下なので、None ではなく k = {w} のはずでした。")
         if g > w:
-            raise Fail(f"予算 {budget:,} バイトに収まるいちばん小さい k は {w} なので、k={w} のはずが k={g} でした。"
+            raise Fail(f"予算 {budget:,} バイトに収まるいちばん小さい k は {w} なので、k = {w} のはずが k = {g} でした。"
                        "小さい順に試し、最初に収まる k を選びます。")
-        raise Fail(f"k={g} の一時領域は {_temp(g):,} バイトで予算 {budget:,} バイトを超えるので、k={w} のはずでした。"
+        raise Fail(f"k = {g} の一時領域は {_temp(g):,} バイトで予算 {budget:,} バイトを超えるので、k = {w} のはずでした。"
                    "比べるのは temp_size_in_bytes です。")
     carried = _temp_of_first(answers)
     if carried:
-        raise Fail(f"k={carried[0]} を選んだのに、一時領域は k=1 の {_temp(1):,} バイトを返しました。"
+        raise Fail(f"k = {carried[0]} を選んだのに、一時領域は k = 1 の {_temp(1):,} バイトを返しました。"
                    "選んだ k でコンパイルした temp_size_in_bytes を返します。")
     for (k, temp), _budget in zip(answers, budgets):
         if k is not None and temp != _temp(k):
-            raise Fail(f"k={k} の一時領域は {_temp(k):,} バイトのはずが {temp:,.0f} でした。"
+            raise Fail(f"k = {k} の一時領域は {_temp(k):,} バイトのはずが {temp:,.0f} でした。"
                        "memory_analysis().temp_size_in_bytes をそのまま返します。")
     return (f"隠しのバッチ {_B} 件と {len(budgets)} つの予算（どれも収まらない予算を含む）で、選んだ k が一致しました。"
             + _untested(budgets, want, pow2))
@@ -157,12 +157,12 @@ def _untested(budgets, want, pow2) -> str:
     """このバックエンドの一時領域の値では、どの予算でも正解と同じ答えになってしまう誤り（✅ の行で断る）。"""
     same = [what for what, ks, strict in (("予算ちょうどを収まらないとする誤り", _DIVISORS, True),
                                          ("2 のべき乗だけを試す誤り", pow2, False),
-                                         (f"k={_B} を試さない誤り", _DIVISORS[:-1], False))
+                                         (f"k = {_B} を試さない誤り", _DIVISORS[:-1], False))
             if [_first_fit(b, ks, strict) for b in budgets] == want]
-    if all(w in (None, 1) for w in want):  # k=1 から試せば、ほかにどの約数を飛ばしても同じ答え
+    if all(w in (None, 1) for w in want):  # k = 1 から試せば、ほかにどの約数を飛ばしても同じ答え
         same.append("約数の一部を飛ばす誤り")
     if all(w in (None, 1) or _temp(w) == _temp(1) for w in want):
-        same.append("k=1 の一時領域を返す誤り")
+        same.append("k = 1 の一時領域を返す誤り")
     if not same:
         return ""
     return (f"（このバックエンドの memory_analysis() では一時領域が k でほとんど変わらないので、"

@@ -73,9 +73,9 @@ def test_wrong_answers_are_named(backend_memory):
                            "予算ちょうどを収まらないとした", "<=")
     # range(1, B): k = B を試さない。原因（k=B を試していない）を言い、「<= で」とは言わない
     msg = expect_named_or_untold("6.7-3", make(candidates=lambda n: [k for k in range(1, n) if n % k == 0]),
-                                 "k=12 を試さない誤り", "k=12（バッチの大きさそのもの）を試していない")
+                                 "k = 12 を試さない誤り", "k = 12（バッチの大きさそのもの）を試していない")
     assert "<=" not in msg
-    expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k=1（マイクロバッチ 1 つ）を試していない")
+    expect("6.7-3", make(candidates=lambda n: [k for k in range(2, n + 1) if n % k == 0]), "fail", "k = 1（マイクロバッチ 1 つ）を試していない")
     expect_named_or_untold("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]),
                            "2 のべき乗だけを試す誤り", "2 のべき乗だけ", "すべての約数")
     expect_named_or_untold("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 6) if n % k == 0]),
@@ -85,13 +85,13 @@ def test_wrong_answers_are_named(backend_memory):
     expect("6.7-3", make(what="temp+args"), "fail", "引数", "足した値", "temp_size_in_bytes")
     expect("6.7-3", make(what="temp+out"), "fail", "出力", "足した値", "temp_size_in_bytes")
     msg = expect("6.7-3", lambda acc, f, p, b, budget: (1, _temp(acc, f, p, b, 1)), "fail")
-    assert "超えるので" in msg or "(None, None) のはずが k=1" in msg, msg  # 一時領域がどれも 0 なら後者で名指し
+    assert "超えるので" in msg or "(None, None) のはずが k = 1" in msg, msg  # 一時領域がどれも 0 なら後者で名指し
 
     def reports_args_too(acc, f, p, b, budget):
         k, t = make()(acc, f, p, b, budget)
         return (k, None if k is None else _temp(acc, f, p, b, k, "temp+args"))
     expect("6.7-3", reports_args_too, "fail", "一時領域は", "のはずが")
-    expect("6.7-3", lambda *a: (None, None), "fail", "None ではなく k=")  # k=3（一時領域がどれも 0 なら k=1）
+    expect("6.7-3", lambda *a: (None, None), "fail", "None ではなく k = ")  # k = 3（一時領域がどれも 0 なら k = 1）
     expect("6.7-3", lambda *a: (5, 0), "fail", "約数ではありません")
     expect("6.7-3", lambda *a: 3, "fail", "2 つ組")
 
@@ -115,20 +115,20 @@ def test_not_done_and_learner_error():
 
 
 def test_tries_on_every_k_and_carried_temps_and_bare_none_are_named(backend_memory):
-    # 1..B のすべての k: 約数でない k=5 で reshape がエラーになる（どれも収まらない予算でそこまで進む）
-    expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "k=5 は 12 の約数ではない", "reshape")
+    # 1..B のすべての k: 約数でない k = 5 で reshape がエラーになる（どれも収まらない予算でそこまで進む）
+    expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "k = 5 は 12 の約数ではない", "reshape")
     expect("6.7-3", make(none=None), "fail", "2 つ組")  # 収まらないとき (None, None) でなく None だけ
 
     def carries_first_temp(acc, f, p, b, budget):
         k, _ = make()(acc, f, p, b, budget)
         return (k, None if k is None else _temp(acc, f, p, b, 1))
-    expect_named_or_untold("6.7-3", carries_first_temp, "k=1 の一時領域を返す誤り", "一時領域は k=1 の",
+    expect_named_or_untold("6.7-3", carries_first_temp, "k = 1 の一時領域を返す誤り", "一時領域は k = 1 の",
                            "選んだ k でコンパイルした")
 
 
 @pytest.fixture(params=[0, 4096], ids=["temp0", "temp-flat"])
 def chip_memory(request, monkeypatch):
-    """TPU のように、memory_analysis() の一時領域が k によらず同じ（v5e で scan の k=1..6 はどれも 0）。"""
+    """TPU のように、memory_analysis() の一時領域が k によらず同じ（v5e で scan の k = 1..6 はどれも 0）。"""
     real = jax.stages.Compiled.memory_analysis
 
     def flat(self):
@@ -140,7 +140,7 @@ def chip_memory(request, monkeypatch):
 
 def test_on_a_chip_whose_temps_do_not_change_with_k(chip_memory):
     # 見分けられる誤りは落ち、見分けられない誤りは ✅ の行が「確かめられません」と断る
-    msg = expect("6.7-3", make(), "pass", CANNOT_TELL, "2 のべき乗だけを試す誤り", "k=1 の一時領域を返す誤り")
+    msg = expect("6.7-3", make(), "pass", CANNOT_TELL, "2 のべき乗だけを試す誤り", "k = 1 の一時領域を返す誤り")
     assert "予算ちょうどを収まらないとする誤り" not in msg
     expect("6.7-3", make(none=None), "fail", "2 つ組")
     expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "約数ではない", "reshape")
