@@ -99,7 +99,7 @@ def per_device_elements(rules: dict, config: Config, mesh, what: str) -> dict[st
 
 def _rules_dict(out, what: str) -> dict:
     if not isinstance(out, dict):
-        raise Fail(f"{what}: 規則は辞書（論理軸の名前 → メッシュの軸）で返してください。実際は {type(out).__name__} でした。")
+        raise Fail(f"{what}: 規則は辞書（論理軸の名前 → メッシュの軸）のはずが、{type(out).__name__} が返りました。")
     for k, v in out.items():
         names = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (tuple, list)) else None
         if not isinstance(k, str) or (v is not None and (names is None or not all(isinstance(n, str) for n in names))):

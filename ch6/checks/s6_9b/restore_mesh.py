@@ -177,19 +177,20 @@ def _check_nothing_before(fn, directory, config, devices, saved: list[int]) -> N
 
 def _pair(out, where: str):
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Fail(f"{where}: (状態, データの位置) の 2 つ組を返してください。実際は {type(out).__name__} でした。")
+        shown = f"{type(out).__name__}（要素 {len(out)} 個）" if isinstance(out, (tuple, list)) else type(out).__name__
+        raise Fail(f"{where}: (状態, データの位置) の 2 つ組のはずが、{shown} が返りました。")
     state, data_state = out
     if isinstance(state, dict) and "position" in state and isinstance(data_state, dict) and "params" in data_state:
         raise Fail(f"{where}: 2 つ組の順序が逆です。1 つ目が状態、2 つ目がデータの位置の辞書です。")
     if not isinstance(data_state, dict):
-        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} で返してください。"
-                   f"実際は {type(data_state).__name__} でした。")
+        raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} のはずが、"
+                   f"{type(data_state).__name__} が返りました。")
     if "position" not in data_state:
         raise Fail(f"{where}: データの位置は保存した辞書 {{'position': …, 'seed': …}} で返してください。"
                    f"返った辞書には 'position' の項目がありません（項目: {', '.join(map(str, data_state))}）。")
     if not isinstance(state, dict) or "step" not in state:
-        raise Fail(f"{where}: 状態は保存したのと同じ辞書 {{'params', 'opt_state', 'step'}} で返します。"
-                   f"実際は {type(state).__name__} でした。")
+        shown = "'step' の項目がない辞書" if isinstance(state, dict) else type(state).__name__
+        raise Fail(f"{where}: 状態は保存したのと同じ辞書 {{'params', 'opt_state', 'step'}} のはずが、{shown} が返りました。")
     return state, data_state
 
 
@@ -200,8 +201,8 @@ def _check_step(state, data_state, where: str, spike: int, best: int, saved: lis
         raise Fail(f"{where}: 状態の 'step' は、復元したままの整数の配列で返します。") from None
     position = data_state["position"]
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-        raise Fail(f"{where}: データの位置の 'position' は整数で返します。実際は {type(position).__name__} の"
-                   f" {position!r} でした。")
+        raise Fail(f"{where}: データの位置の 'position' は整数のはずが、{type(position).__name__} の"
+                   f" {position!r} が返りました。")
     if not isinstance(position, int):
         raise Fail(f"{where}: データの位置の 'position' が Python の int ではなく {type(position).__name__} でした。"
                    "この辞書は次の保存で JSON（ocp.args.JsonSave）に書くので、int(…) で Python の int にします。")

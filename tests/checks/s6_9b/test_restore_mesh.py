@@ -104,12 +104,12 @@ def test_the_data_position():
     def from_state(directory, config, devices, spike):     # 復元した状態の jax の配列から計算する
         state, data = ref(directory, config, devices, spike)
         return state, {**data, "position": state["step"] + (spike - int(state["step"]))}
-    expect(EX, from_state, Status.FAIL, "整数で返します", "Array")
+    expect(EX, from_state, Status.FAIL, "整数のはずが", "Array")
 
     def as_text(directory, config, devices, spike):
         state, data = ref(directory, config, devices, spike)
         return state, {**data, "position": str(spike)}
-    expect(EX, as_text, Status.FAIL, "整数で返します", "str")
+    expect(EX, as_text, Status.FAIL, "整数のはずが", "str")
 
     def new_seed(directory, config, devices, spike):
         state, data = ref(directory, config, devices, spike)
