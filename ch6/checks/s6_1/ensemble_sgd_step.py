@@ -70,9 +70,9 @@ def check_ensemble_sgd_step(fn):
                 raise Fail(msg)
     expect_tree(got, want, "ensemble_sgd_step の結果",
                  )
-    for what, make in (("モデル数", lambda k: (_loss_5(Spy(), d, h), _stacked_5(rng, k, d, h), xs, ys,
+    for what, make in (("モデルの数", lambda k: (_loss_5(Spy(), d, h), _stacked_5(rng, k, d, h), xs, ys,
                                               f32(rng.uniform(0.1, 1.0, size=k)))),
-                       ("サンプル数", lambda k: (_loss_5(Spy(), d, h), stacked, f32(rng.normal(size=(k, d))),
+                       ("サンプルの数", lambda k: (_loss_5(Spy(), d, h), stacked, f32(rng.normal(size=(k, d))),
                                                f32(rng.normal(size=(k,))), lrs))):
         expect_no_batch_loop(fn, make, sizes=(2, 4), what=what)
-    return f"別の loss_fn と {m} モデル × {b} サンプルで一致し、jaxpr はモデル数にもサンプル数にも依存しません。"
+    return f"別の loss_fn と {m} モデル × {b} サンプルで一致し、jaxpr はモデルの数にもサンプルの数にも依存しません。"

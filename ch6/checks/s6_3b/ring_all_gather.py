@@ -53,11 +53,11 @@ def check_ring_all_gather(fn):
     got = run_learner(g, xs)
 
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n, r, c):
-        raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。シャードは列方向（axis=1）につないで ({r}, {n * c}) にします。")
+        raise Fail(f"各デバイスの結果の形が tiled=False の {(n, r, c)} です。シャードは列（axis=1）に沿ってつないで ({r}, {n * c}) にします。")
     if n > 1 and tuple(getattr(got, "shape", ())) == (n, n * r, c):
-        raise Fail(f"シャードを行方向（axis=0）につないだので、結果の形が {(n * r, c)} です。列方向（axis=1）につないで ({r}, {n * c}) にします。")
+        raise Fail(f"シャードを行（axis=0）に沿ってつないだので、結果の形が {(n * r, c)} です。列（axis=1）に沿ってつないで ({r}, {n * c}) にします。")
     expect_shape(got, (n, r, n * c), f"デバイス {n} 個分を積んだ結果",
-                 f"各デバイスは列方向につないだ全体 ({r}, {n * c}) を返します。")
+                 f"各デバイスは列に沿ってつないだ全体 ({r}, {n * c}) を返します。")
     got = np.asarray(got)
     blocks = [x[:, j * c:(j + 1) * c] for j in range(n)]
     for d in range(n):

@@ -67,7 +67,7 @@ def _run_step(step, placed, what):
         m = re.search(r"in_specs\[\d+\] is (P\(.*?\)) which has length 2", text)
         if m and "too long" in text:
             raise Fail(f"{what}の呼び出しで、in_specs の {m.group(1)} が 2 次元分の指定になっています。"
-                       "1 つの軸を 2 つのメッシュ軸で分割するときは P(('host', 'local')) と書きます。") from None
+                       "配列の 1 つの軸を 2 つのメッシュの軸で分割するときは P(('host', 'local')) と書きます。") from None
         if "must refer to an axis marked as manual" in text or re.search(r"unbound axis name: (?!host|local)", text):
             raise Fail(f"{what}の呼び出しで、メッシュにない軸の名前が使われています。"
                        "この問題のメッシュの軸は 'host' と 'local' です（本編の 'data' はありません）。") from None

@@ -51,7 +51,7 @@ def owners(mesh) -> list[tuple[str, dict[int, int]]]:
                 {d.id: j for row in mesh.devices for j, d in enumerate(row)}))
     if n >= 3:
         out.append(("メッシュの順に 1 つおきに 2 プロセス", {d.id: i % 2 for i, d in enumerate(flat)}))
-        out.append((f"最初の 1 個と残りの {n - 1} 個の 2 プロセス", {d.id: min(i, 1) for i, d in enumerate(flat)}))
+        out.append((f"デバイスを最初の 1 個と残り {n - 1} 個に分けた 2 プロセス", {d.id: min(i, 1) for i, d in enumerate(flat)}))
     return out
 
 
@@ -183,4 +183,4 @@ def check_rows_to_load(fn):
             "昇順に並べない誤りはこの環境では確かめられません）" if n == 2 else
             f"（デバイスが {n} 個ではメッシュの片方の軸が 1 なので、シャードの行はいつもデバイスの順に昇順で並び、"
             "昇順に並べない誤りはこの環境では確かめられません）" if flat else "")
-    return f"{n_spec} 通りの spec と {n_owner} 通りの、各デバイスのプロセスの決め方で、どのプロセスの行も一致しました{note}。"
+    return f"spec {n_spec} 通りと、各デバイスのプロセスの決め方 {n_owner} 通りで、どのプロセスの行も一致しました{note}。"

@@ -44,7 +44,7 @@ def test_6_1_5_a_python_loop_over_the_samples_is_caught():
 
         return jax.vmap(one_model)(stacked_params, lrs)
 
-    expect("6.1-5", sample_loop, "fail", "サンプル数", "Python のループ")
+    expect("6.1-5", sample_loop, "fail", "サンプルの数", "Python のループ")
 
 
 def test_6_1_5_wrong():
@@ -69,7 +69,7 @@ def test_6_1_5_wrong():
     def no_model_vmap(loss_fn, stacked_params, xs, ys, lrs):
         return jax.vmap(loss_fn, in_axes=(None, 0, 0))(stacked_params, xs, ys)
 
-    expect("6.1-5", model_loop, "fail", "モデル数", "Python のループ")
+    expect("6.1-5", model_loop, "fail", "モデルの数", "Python のループ")
     expect("6.1-5", same_lr, "fail", "同じ学習率")
     expect("6.1-5", summed, "fail", "合計")
     expect("6.1-5", ascent, "fail", "勾配の向き")
