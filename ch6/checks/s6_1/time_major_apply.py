@@ -51,7 +51,7 @@ def check_time_major(fn):
     want = _fn_2_np(seqs, lengths)
     if shape_of(got) == (b, t, f):
         raise Fail(f"出力が (バッチ, 時間, 特徴) = {fmt((b, t, f))} の並びで、時間優先の {fmt((t, b, f))} ではありません。"
-                   "バッチ軸を出力のどこに置くかは out_axes で決めます。")
+                   "出力でのバッチ軸の位置は out_axes で決めます。")
     expect_close(got, want, "time_major_apply(fn, seqs, lengths) の結果",
                  )
     expect_no_batch_loop(fn, lambda n: (_fn_2(Spy(), t, f, n), f32(rng.normal(size=(t, n, f))),

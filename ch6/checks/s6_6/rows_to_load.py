@@ -51,7 +51,7 @@ def owners(mesh) -> list[tuple[str, dict[int, int]]]:
                 {d.id: j for row in mesh.devices for j, d in enumerate(row)}))
     if n >= 3:
         out.append(("メッシュの順に 1 つおきに 2 プロセス", {d.id: i % 2 for i, d in enumerate(flat)}))
-        out.append((f"デバイスを最初の 1 個と残り {n - 1} 個に分けた 2 プロセス", {d.id: min(i, 1) for i, d in enumerate(flat)}))
+        out.append((f"メッシュの順に最初の 1 個と残り {n - 1} 個で 2 プロセス", {d.id: min(i, 1) for i, d in enumerate(flat)}))
     return out
 
 
