@@ -4,7 +4,7 @@ JAX も NumPy も import しない、小さな純粋な Python です。帯域�
 
 - リングの集団通信（all-gather、reduce-scatter、all-reduce）は、メッシュの 1 つの軸に沿って 1 チップが 1 秒に送る
   バイト ``chip.axis_bw`` で割ります（すべての軸を同時に使うなら ``chip.all_axes_bw``）。
-- all-to-all はネットワークの形で変わります: トーラス（リングの両方向）か、スイッチ（NVSwitch、全対全）か。
+- all-to-all はネットワークの構成で変わります: トーラス（リングの両方向）か、スイッチ（NVSwitch、全対全）か。
 - 一方向の ``ppermute`` はリンクの片方向 ``chip.link_oneway`` で割ります。
 - 通信と計算を重ねる見積もり（6.11 節）: collective matmul のシャードごとの秒（:func:`collective_matmul_times`）と、
   勾配をバケットごとに all-reduce して逆伝播と重ねたときの秒（:func:`bucketed_allreduce_time`）。

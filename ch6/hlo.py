@@ -81,7 +81,7 @@ class Collective:
 
     @property
     def traffic(self) -> float:
-        """1 デバイスが送り出すバイト数（ネットワークの形によらない量。時間は ``ch6.cost`` で見積もる）。
+        """1 デバイスが送り出すバイト数（ネットワークの構成によらない量。時間は ``ch6.cost`` で見積もる）。
 
         n デバイスのグループで、all-gather・all-reduce・reduce-scatter はリングのアルゴリズムで送る量:
         all-gather は集めた結果 S の (n-1)/n、all-reduce は 2(n-1)/n·S、reduce-scatter は結果 R の (n-1) 倍。

@@ -13,7 +13,7 @@
 - :class:`Profile`: 1 つのトレースの演算と、実行したプログラム（XLA のモジュール）の区間
 - :func:`read`: ``perfetto_trace.json.gz``（か ``*.trace.json.gz``、JSON の dict）を読む
 - :func:`capture`: 関数を数回、``jax.profiler.trace`` の中で動かして読む（コンパイルとウォームアップは外で）
-- :func:`category_of`: 演算を講座の分類（行列積、その他の融合、コピー・レイアウト、集団通信、制御）に分ける
+- :func:`category_of`: 演算を ch6.profile の分類（行列積、その他の融合、コピー・レイアウト、集団通信、制御）に分ける
 - :func:`recorded` / :func:`recorded_names` / :func:`trim`: リポジトリに入れた、小さく切り詰めたチップのトレース
 
 TPU のトレースでは、プロセス ``/device:TPU:0`` のスレッド ``XLA Ops`` に演算が、``XLA Modules`` に
@@ -67,7 +67,7 @@ class Op:
 
     name: str                 # HLO の命令の名前（fusion.528 など）
     xla_category: str         # XLA の分類（"convolution fusion" など。CPU では ""）
-    category: str             # 講座の分類（CATEGORIES）
+    category: str             # ch6.profile の分類（CATEGORIES）
     start: float
     duration: float           # 区間の長さ
     self_time: float          # 入れ子の子の時間を引いた、この演算だけの時間
@@ -83,7 +83,7 @@ class Op:
 
 
 def category_of(xla_category: str, name: str = "", long_name: str = "") -> str:
-    """XLA の分類（と名前）から講座の分類。集団通信は名前でも見分ける（非同期の start/done も含む）。"""
+    """XLA の分類（と名前）から ch6.profile の分類。集団通信は名前でも見分ける（非同期の start/done も含む）。"""
     text = f"{name} {long_name.split('(')[0] if long_name else ''}"
     if _COLLECTIVE.search(xla_category) or _COLLECTIVE.search(text):
         return COLLECTIVE
@@ -126,7 +126,7 @@ class Profile:
         return sum(o.self_time for o in self.ops) / self.n_steps
 
     def by_category(self, idle: bool = True) -> dict[str, float]:
-        """講座の分類ごとの、1 回の実行あたりの時間（µs）。idle なら、プログラムの中で演算のない時間も足す。"""
+        """ch6.profile の分類ごとの、1 回の実行あたりの時間（µs）。idle なら、プログラムの中で演算のない時間も足す。"""
         out = {c: 0.0 for c in CATEGORIES}
         for o in self.ops:
             out[o.category] += o.self_time / self.n_steps

@@ -4,7 +4,7 @@
 同じです。K/V のヘッドの数は ``wk`` の形で決まり、:func:`to_gqa` でクエリより少なくできます（GQA）。
 
 - :func:`forward`: KV キャッシュを使わず、系列全体を毎回計算し直す（正しさの基準）
-- :func:`init_cache` / :func:`prefill` / :func:`decode`: KV キャッシュつきの生成。キャッシュは
+- :func:`init_cache` / :func:`prefill` / :func:`decode`: KV キャッシュ付きの生成。キャッシュは
   長さ ``max_len`` で前もって確保し、``lax.dynamic_update_slice`` でその場で書き換えます
   （``jax.jit(..., donate_argnums=...)`` で譲渡すると、コピーしません）
 - ``axis`` 引数: ``jax.shard_map`` の中で、ヘッドを分割したテンソル並列として動かすときのメッシュの軸名
@@ -113,7 +113,7 @@ def _kv(p, x):
 
 
 def _layer(p, x, k_all, v_all, mask, axis):
-    """1 層のアテンションと MLP（残差つき）。axis があれば出力の部分和を psum する（テンソル並列）。"""
+    """1 層のアテンションと MLP（残差付き）。axis があれば出力の部分和を psum する（テンソル並列）。"""
     import jax
     from jax import lax
 

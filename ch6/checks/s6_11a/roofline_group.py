@@ -245,7 +245,7 @@ def _named(got, want, alts, merged, what, p, empty) -> str | None:
         names = {o.name: o for o in p.ops}
         groups = {(o.group, o.xla_category): o for o in p.ops}
         if got[0] in names and got[0] != names[got[0]].group:
-            return ("演算の名前（通し番号つきの fusion.82 など）ごとにまとめています。"
+            return ("演算の名前（通し番号付きの fusion.82 など）ごとにまとめています。"
                     "種類は Op.group と xla_category の組です。")
         op = groups.get(tuple(got[:2]))
         if op is not None and op.bytes is None:
@@ -256,7 +256,7 @@ def _named(got, want, alts, merged, what, p, empty) -> str | None:
                     "bytes が 0 の種類も除きます。")
         if want is not None and got[0] == want[0] and got[1] != want[1] and (got[0], got[1]) not in groups \
                 and any(o.group == got[0] and o.category == got[1] for o in p.ops):
-            return (f"2 つ目に講座の分類（Op.category の「{got[1]}」）を返しています。2 つ目は XLA の分類 "
+            return (f"2 つ目に ch6.profile の分類（Op.category の「{got[1]}」）を返しています。2 つ目は XLA の分類 "
                     f"Op.xla_category（ここでは {want[1]}）です。")
         if want is not None and got[:2] == want[:2] and want[2] > 0 and got[2] > 0:
             if abs(got[2] * want[2] - 1) < 1e-3:

@@ -2,7 +2,7 @@
 
 候補ごとの「残差のバイト数」は jax.vjp が返す関数の葉（print_saved_residuals と同じ並び、引数も含む）、
 「FLOP」は jax.jit(jax.grad(loss)) をコンパイルした cost_analysis() の flops です。隠しの層は本編と違う形
-（ゲートつき MLP: up・gate・act・down の名前つき）で、予算は候補の残差ちょうどと 1 バイト少ない値に置きます。
+（ゲート付き MLP: up・gate・act・down の名前付き）で、予算は候補の残差ちょうどと 1 バイト少ない値に置きます。
 名指しする誤りは、答えの並びがその誤りの並びと丸ごと一致し、ほかの誤りの並びと重ならないときだけ名指しします。
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def policies() -> dict:
 
 
 def hidden_inputs(shift: float = 0.0):
-    """隠しの params（ゲートつき MLP 1 層）と x。形は rng(4) で決める（本編の 128 → 512 とは違う）。"""
+    """隠しの params（ゲート付き MLP 1 層）と x。形は rng(4) で決める（本編の 128 → 512 とは違う）。"""
     r = rng(4)
     b, d, h = int(r.integers(6, 11)), int(r.integers(36, 49)), int(r.integers(80, 113))
     params = {"up": f32(r.normal(size=(d, h)) / np.sqrt(d)), "gate": f32(r.normal(size=(d, h)) / np.sqrt(d)),
@@ -288,5 +288,5 @@ def check_choose_remat(fn):
     for (label, _, _), (name, grad_fn) in zip(cases, answers):
         if name in ("only_up_gate", "only_act"):
             _inspect(name, grad_fn, label)
-    return (f"隠しのゲートつき MLP と {len(cases)} つの予算で方針が一致し、"
+    return (f"隠しのゲート付き MLP と {len(cases)} つの予算で方針が一致し、"
             "返した勾配の関数は 1 度だけコンパイルされました。")

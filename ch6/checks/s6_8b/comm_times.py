@@ -65,7 +65,7 @@ _MISTAKES = (
     ("full_b", "b を系列全体の長さで計算しています。b は 1 デバイスが持つ K のバイトで、seq_len / n を使います。"),
     ("two_a2a", "Ulysses の all-to-all を 2 回と数えています。Q・K・V を入れ替えて出力を戻すので 4 回です。"),
     ("three_a2a", "Ulysses の all-to-all を 3 回と数えています。Q・K・V の入れ替えの後に、出力を戻す 1 回が要るので 4 回です。"),
-    ("network", "ネットワークの形を取り違えています。TPU の行はトーラス（\"torus\"）、GPU の行はスイッチ（\"switch\"）です。"),
+    ("network", "ネットワークの構成を取り違えています。TPU の行はトーラス（\"torus\"）、GPU の行はスイッチ（\"switch\"）です。"),
     ("all_torus", "GPU の行もトーラスとして見積もっています。GPU は NVLink のスイッチでつながるので \"switch\" を渡します。"),
     ("all_switch", "TPU の行もスイッチとして見積もっています。TPU の ICI はトーラスなので \"torus\" を渡します。"),
     ("a2a_oneway", "Ulysses の all-to-all を片方向の link_oneway で割っています。トーラスの all-to-all は両方向を使うので axis_bw です。"),

@@ -57,7 +57,7 @@ def test_a_huge_batch_at_the_tie_is_named():
 
 
 def _search(strict=False, cap=None, at_cap=None):
-    """小さい B から順に試す探索（strict は > で比べる誤り、cap は上限つきの誤り。上限で at_cap を返す）。"""
+    """小さい B から順に試す探索（strict は > で比べる誤り、cap は上限付きの誤り。上限で at_cap を返す）。"""
     def decode_critical_batch(n, w, kv, ctx, flops, bw):
         if 2 * n / flops <= ctx * kv / bw:
             return None

@@ -167,9 +167,9 @@ def test_zero_bytes():
 
 
 def test_keying_by_op_name_or_course_category_is_named():
-    expect(EX, make(by_op_name=True), Status.FAIL, "演算の名前（通し番号つきの fusion.82 など）ごと",
+    expect(EX, make(by_op_name=True), Status.FAIL, "演算の名前（通し番号付きの fusion.82 など）ごと",
            "Op.group と xla_category の組")
-    expect(EX, make(kind="category"), Status.FAIL, "講座の分類", "Op.xla_category")
+    expect(EX, make(kind="category"), Status.FAIL, "ch6.profile の分類", "Op.xla_category")
 
 
 def test_grouping_by_name_only_is_named():

@@ -59,7 +59,7 @@ def test_other_correct_forms_pass():
     (dict(a2a=3), ("3 回", "出力を戻す")),
     (dict(a2a_bw="oneway"), ("link_oneway", "axis_bw")),
     (dict(a2a_bw="all_axes"), ("all_axes_bw", "1 軸")),
-    (dict(network="swap"), ("ネットワークの形",)),
+    (dict(network="swap"), ("ネットワークの構成",)),
     (dict(per_device=False), ("系列全体のバイト",)),
     (dict(link="hbm"), ("hbm_bw",)),
     (dict(inf=False), ("math.inf",)),
