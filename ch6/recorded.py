@@ -26,8 +26,10 @@ from pathlib import Path
 
 from . import edition
 
-__all__ = ["recorded", "recording", "is_recording", "digest", "encode", "decode", "NotRecorded", "RECORDS", "MARKED"]
+__all__ = ["recorded", "recording", "is_recording", "digest", "encode", "decode", "NotRecorded", "RECORDS", "MARKED",
+           "RECORDED_DEVICES", "input_devices"]
 
+RECORDED_DEVICES = 8  # 記録するデバイスの数は 1..8（tools/recorded_expectations.py）
 RECORDS = Path(__file__).with_name("recorded.json")  # 学習者版の wheel だけにある
 MARKED: dict[str, str] = {}  # 印の付いた関数の名前 → モジュール名
 _recording: dict | None = None
@@ -73,6 +75,16 @@ def _canon(x):
     if callable(x) and hasattr(x, "__qualname__"):  # 誤りの形を選ぶ関数（math.floor、round）: 名前で
         return ["function", f"{getattr(x, '__module__', '')}.{x.__qualname__}"]
     raise TypeError(f"記録の要約にできない引数です: {type(x).__name__}")
+
+
+def input_devices() -> int:
+    """記録を引くチェックが隠し入力を作るときのデバイスの数: 今の数、ただし :data:`RECORDED_DEVICES` まで。
+
+    9 個以上では先頭の 8 個分の隠し入力にします（記録は 1..8 個にしかありません）。どちらの版も同じ数を使うので、
+    判定はそろいます。"""
+    import jax
+
+    return min(jax.device_count(), RECORDED_DEVICES)
 
 
 def digest(args: tuple, kwargs: dict) -> str:

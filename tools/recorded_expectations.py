@@ -23,7 +23,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEVICE_COUNTS = tuple(range(1, 9))
+sys.path.insert(0, str(ROOT))
+from ch6.recorded import RECORDED_DEVICES  # noqa: E402
+
+DEVICE_COUNTS = tuple(range(1, RECORDED_DEVICES + 1))  # 9 個以上では、チェックが 8 個分の隠し入力を作る
 CACHE = ROOT / "build" / "recorded"
 
 
@@ -45,7 +48,9 @@ def record_here() -> dict:
 
 
 def _run_one(devices: int) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": str(devices), "PYTHONPATH": str(ROOT)}
+    # このチェックアウトの ch6 を先に。後ろに元の PYTHONPATH（JAX をそこに入れたマシンがある: チップの /tmp/site312）
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": str(devices), "PYTHONPATH": path}
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one"], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     if out.returncode:

@@ -1,4 +1,4 @@
-"""PartitionSpec を比べる・表示する道具。6.3a と 6.6 のチェックが共有します。"""
+"""PartitionSpec を比べる・表示する道具と、デバイスの並びを決めたメッシュ。6.3a と 6.6 のチェックが共有します。"""
 from __future__ import annotations
 
 
@@ -28,3 +28,17 @@ def show_spec(spec, ndim: int = 0) -> str:
         return "P()"
     e += [None] * (ndim - len(e))
     return "P(" + ", ".join(repr(v) for v in e) + ")"
+
+
+def mesh_in_order(shape: tuple[int, ...], names: tuple[str, ...], devices):
+    """devices をこの並びのまま shape に並べたメッシュ（軸の種類は、この JAX の jax.make_mesh の既定と同じ）。
+
+    jax.make_mesh は、複数のチップの TPU ではデバイスをチップのつながりの順に並べ直します（TPU v5e の 8 チップなど）。
+    チェックが並びを入れ替えたメッシュを渡すときは、並べ直されないようにこちらで作ります。CPU と 1 チップでは
+    jax.make_mesh(shape, names, devices=devices) と同じメッシュです。"""
+    import jax
+    import numpy as np
+
+    devices = list(devices)[: int(np.prod(shape))]
+    kinds = jax.make_mesh(shape, names, devices=devices).axis_types
+    return jax.sharding.Mesh(np.array(devices, dtype=object).reshape(shape), names, axis_types=kinds)

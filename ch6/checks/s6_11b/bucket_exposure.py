@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ...checking import Fail, call, exercise, n_devices
+from ...checking import Fail, call, exercise
 from ...cost import all_gather_time, all_reduce_time, bucketed_allreduce_time
-from ...recorded import recorded
+from ...recorded import input_devices, recorded
 from .common import as_seconds, exercise_rng
 
 RTOL = 1e-6
@@ -136,7 +136,7 @@ def _same(a: float, b: float) -> bool:
 
 @exercise("6.11b-3", "exposed_allreduce")
 def check_exposed_allreduce(fn):
-    todo = cases(exercise_rng(3), n_devices())
+    todo = cases(exercise_rng(3), input_devices())
     # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
     want = [reference(*case[1:]) for case in todo]
     alts = [[reference(*case[1:], kind=kind) for case in todo] for kind, _ in MISTAKES]

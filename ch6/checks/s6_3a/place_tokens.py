@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import meshes
 from ...checking import Fail, call, exercise, expect_close, f32
+from ..specs import mesh_in_order
 from .common import as_pair, exercise_rng, placed_spec, show_spec
 
 
@@ -12,7 +13,7 @@ def check_place_tokens(fn):
     import jax
 
     # デバイスを逆順に並べたメッシュ: 学習者が自分で作った（既定の並びの）同じ形のメッシュとは等しくならない
-    mesh = jax.make_mesh((d, m), ("data", "model"), devices=jax.devices()[::-1])
+    mesh = mesh_in_order((d, m), ("data", "model"), jax.devices()[::-1])  # 複数のチップの TPU でも逆順のまま
     rng = exercise_rng(1)
     # どの軸もメッシュのどちらの軸の長さでも割り切れる（軸を取り違えた spec も JAX のエラーにならず、spec の誤りとして言える）
     B, T, D = 2 * d * m, 3 * d * m, 4 * d * m

@@ -11,17 +11,20 @@ def exercise_rng(tag: int) -> np.random.Generator:
     return hidden_rng(66_000 + tag)
 
 
-def shuffled_mesh(rng: np.random.Generator, names: tuple[str, str]):
-    """:func:`ch6.meshes.mesh_2d_shape` の形で、デバイスの並びを入れ替えた 2 次元のメッシュ。"""
+def shuffled_mesh(rng: np.random.Generator, names: tuple[str, str], n: int | None = None):
+    """:func:`ch6.meshes.mesh_2d_shape` の形で、先頭の n 個（既定はすべて）のデバイスの並びを入れ替えた 2 次元のメッシュ。
+    複数のチップの TPU でも入れ替えた並びのまま（:func:`ch6.checks.specs.mesh_in_order`）。"""
     import jax
 
     from ... import meshes
+    from ..specs import mesh_in_order
 
-    order = rng.permutation(jax.device_count())
-    if jax.device_count() > 1 and (order == np.arange(len(order))).all():
+    n = jax.device_count() if n is None else n
+    order = rng.permutation(n)
+    if n > 1 and (order == np.arange(n)).all():
         order = np.roll(order, 1)   # 既定の並びのメッシュとは必ず違うように
     devices = [jax.devices()[i] for i in order]
-    return jax.make_mesh(meshes.mesh_2d_shape(), names, devices=devices)
+    return mesh_in_order(meshes.mesh_2d_shape(n), names, devices)
 
 
 def as_int(value, what: str, hint: str = "") -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise
-from ...recorded import is_recording, recorded
+from ...recorded import input_devices, is_recording, recorded
 from ..specs import norm_spec, show_spec
 from .common import as_int, exercise_rng, shuffled_mesh
 
@@ -61,7 +61,7 @@ def cases(rng: np.random.Generator):
     from jax.sharding import PartitionSpec as P
 
     a, b = [("x", "y"), ("data", "fsdp"), ("hosts", "chips")][int(rng.integers(3))]
-    mesh = shuffled_mesh(rng, (a, b))
+    mesh = shuffled_mesh(rng, (a, b), input_devices())
     n = mesh.devices.size
     k = int(rng.integers(2, 4))
     shape = (n * k, n * (k + 1))   # 列の数は行の数と違う（行と列を取り違えると形に出る）

@@ -4,6 +4,8 @@
 「FLOP」は jax.jit(jax.grad(loss)) をコンパイルした cost_analysis() の flops です。隠しの層は本編と違う形
 （ゲート付き MLP: up・gate・act・down の名前付き）で、予算は候補の残差ちょうどと 1 バイト少ない値に置きます。
 名指しする誤りは、答えの並びがその誤りの並びと丸ごと一致し、ほかの誤りの並びと重ならないときだけ名指しします。
+隠し入力は CPU に置いて渡します（:func:`measuring_device`）。FLOP と一時領域はバックエンドで違うので、こうして
+どのマシンでも同じ表と判定にし、学習者版は作るときに記録した表と選択（:func:`measured`、:func:`pick`）を引きます。
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import functools
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, f32, is_close, walk
+from ...recorded import recorded
 from .common import compile_events, rng
 
 TIE = 1.05  # FLOP がいちばん少ない候補の 1.05 倍以内なら、同じ FLOP とみなす（問題文の約束）
@@ -51,6 +54,24 @@ def policies() -> dict:
             "only_act": cp.save_only_these_names("act")}
 
 
+def measuring_device():
+    """隠し入力を置くデバイス: CPU（なければ既定のデバイス）。学習者の関数も表も、隠し入力の FLOP と一時領域を
+    CPU で測るので、どのマシンでも同じ表と同じ判定になり、学習者版は作るときに記録した表を引けます。"""
+    import jax
+
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:  # JAX_PLATFORMS で CPU を外したとき
+        return jax.devices()[0]
+
+
+def placed_inputs(shift: float = 0.0):
+    """:func:`hidden_inputs` を :func:`measuring_device` に置いたもの（学習者に渡す params と x）。"""
+    import jax
+
+    return jax.device_put(hidden_inputs(shift), measuring_device())
+
+
 def hidden_inputs(shift: float = 0.0):
     """隠しの params（ゲート付き MLP 1 層）と x。形は rng(4) で決める（本編の 128 → 512 とは違う）。"""
     r = rng(4)
@@ -69,28 +90,31 @@ def residual_bytes(loss, params, x) -> int:
     return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(shapes))
 
 
-_TABLES: dict[int, dict] = {}
-
-
-def table() -> dict:
+@recorded
+def measured(platform: str) -> dict:
     """候補の名前 -> (残差のバイト数, 勾配の FLOP, 一時領域のバイト数, 引数を除いた残差のバイト数)。
-    デバイス数ごとに 1 度だけ測る。最後の 2 つは、名指しする誤り（残差の代わりに一時領域、引数を除いた残差）のため。"""
+    platform（隠し入力を置いたデバイスの種類）で測る。最後の 2 つは、名指しする誤り（残差の代わりに一時領域、
+    引数を除いた残差）のため。"""
     import jax
 
-    key = jax.device_count()
-    if key not in _TABLES:
-        params, x = hidden_inputs()
-        args = sum(int(a.nbytes) for a in jax.tree.leaves((params, x)))
-        rows = {}
-        for name, policy in policies().items():
-            loss = make_loss(policy)
-            compiled = jax.jit(jax.grad(loss)).lower(params, x).compile()
-            saved = residual_bytes(loss, params, x)
-            rows[name] = (saved, float(compiled.cost_analysis()["flops"]),
-                          int(compiled.memory_analysis().temp_size_in_bytes), saved - args)
-        _check_design(rows)
-        _TABLES[key] = rows
-    return _TABLES[key]
+    params, x = placed_inputs()
+    args = sum(int(a.nbytes) for a in jax.tree.leaves((params, x)))
+    rows = {}
+    for name, policy in policies().items():
+        loss = make_loss(policy)
+        compiled = jax.jit(jax.grad(loss)).lower(params, x).compile()
+        saved = residual_bytes(loss, params, x)
+        rows[name] = (saved, float(compiled.cost_analysis()["flops"]),
+                      int(compiled.memory_analysis().temp_size_in_bytes), saved - args)
+    return rows
+
+
+@functools.cache
+def table() -> dict:
+    """:func:`measured` の表（1 度だけ測る。学習者版では記録した表）。隠しの場面の前提も確かめる。"""
+    rows = measured(measuring_device().platform)
+    _check_design(rows)
+    return rows
 
 
 def _check_design(t: dict) -> None:
@@ -123,6 +147,7 @@ def scenarios(t: dict) -> list[tuple[str, list[str], int]]:
 SIZES = {"bytes": 0, "temp": 2, "no_args": 3}  # 残差として比べる値（table の列）
 
 
+@recorded
 def pick(t: dict, names: list[str], budget: float, *, strict: bool = False, tie: float = TIE, then: str = "bytes",
          size: str = "bytes", by: str = "flops"):
     """規則どおりの選択。キーワードは名指しする誤りの答えを作るため: strict（< で比べる）、tie（同じとみなす幅）、
@@ -166,8 +191,9 @@ _MISTAKES = (
 
 
 def same_as_slips(got: list, slips: list[tuple[list, str]]) -> str:
-    """got と同じ並びになる誤りの説明。このバックエンドの FLOP では 2 つの誤りが同じ並びになることがある（TPU v5e では
-    none と dots_saveable の FLOP が 0.4 % しか違わず、「FLOP のいちばん少ない」と「残差のいちばん多い」が重なる）。
+    """got と同じ並びになる誤りの説明。測ったバックエンドの FLOP では 2 つの誤りが同じ並びになることがある（隠し入力を
+    TPU v5e に置いたときは none と dots_saveable の FLOP が 0.4 % しか違わず、「FLOP のいちばん少ない」と「残差の
+    いちばん多い」が重なった）。
     そのときはどちらとも言い切れないので、両方を挙げる。どれとも同じでなければ空文字列。"""
     found = list(dict.fromkeys(message for answers, message in slips if answers == got))
     if len(found) <= 1:
@@ -220,7 +246,7 @@ def _inspect(name: str, grad_fn, label: str) -> None:
     """返した勾配の関数: 値、2 回目以降にトレースもコンパイルもしないこと、jit されていること、方針がその名前のものか。"""
     import jax
 
-    inputs = [jax.device_put(hidden_inputs(shift)) for shift in (0.0, 0.5, -0.25)]  # 数えはじめる前に配置しておく
+    inputs = [placed_inputs(shift) for shift in (0.0, 0.5, -0.25)]  # 数えはじめる前に配置しておく
     want = jax.grad(make_loss(None))(*inputs[0])
     first = call(grad_fn, *inputs[0])
     if not _grads_like(first, want):
@@ -246,11 +272,13 @@ def _inspect(name: str, grad_fn, label: str) -> None:
 
 
 def lowered_cost_is_none() -> bool:
-    """このバックエンドで、コンパイル前の Lowered.cost_analysis() が None を返すか（TPU v5e の JAX 0.10 がそう）。"""
+    """隠し入力を置くバックエンドで、コンパイル前の Lowered.cost_analysis() が None を返すか（TPU v5e の JAX 0.10 が
+    そう）。"""
     import jax
 
     try:
-        return jax.jit(lambda a: a * 2.0).lower(1.0).cost_analysis() is None
+        one = jax.device_put(np.float32(1.0), measuring_device())
+        return jax.jit(lambda a: a * 2.0).lower(one).cost_analysis() is None
     except Exception:
         return False
 
@@ -270,16 +298,17 @@ def _call(fn, *args):
 @exercise("6.7-4", "choose_remat")
 def check_choose_remat(fn):
     t = table()
-    params, x = hidden_inputs()
+    params, x = placed_inputs()
     cases = scenarios(t)
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    want = [pick(t, names, budget) for _, names, budget in cases]
+    slips = [([pick(t, names, budget, **kw) for _, names, budget in cases], message) for kw, message in _MISTAKES]
     answers = []
     for label, names, budget in cases:
         candidates = {n: policies()[n] for n in names}
         answers.append(_answer(_call(fn, make_loss, params, x, candidates, budget), names, label))
     got = [name for name, _ in answers]
-    want = [pick(t, names, budget) for _, names, budget in cases]
     if got != want:
-        slips = [([pick(t, names, budget, **kw) for _, names, budget in cases], message) for kw, message in _MISTAKES]
         named = same_as_slips(got, slips)
         if named:
             raise Fail(named)

@@ -10,8 +10,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...checking import Fail, LearnerError, call, exercise, n_devices
-from ...recorded import recorded
+from ...checking import Fail, LearnerError, call, exercise
+from ...recorded import input_devices, recorded
 
 TOL = 1e-9  # 問題文の「差が 1e-9 以内なら等しい」
 
@@ -137,7 +137,7 @@ def _answer(fn, s: int, target: float, v: int) -> int:
 
 @exercise("6.8a-3", "microbatches_for_bubble")
 def check_microbatches_for_bubble(fn):
-    cases = cases_for(n_devices())
+    cases = cases_for(input_devices())
     # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
     wants = [smallest_m(*c) for c in cases]
     alts = [[rule(*c) for c in cases] for rule, _ in MISTAKES]

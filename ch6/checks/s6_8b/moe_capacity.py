@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from ...checking import Fail, call, exercise, fmt, n_devices
-from ...recorded import recorded
+from ...checking import Fail, call, exercise, fmt
+from ...recorded import input_devices, recorded
 from .common import exercise_rng
 
 # 必須: C = ceil(c · k · T / E)（k = 2、T はグループのトークン数）、グループごと・エキスパートごと、
@@ -77,7 +77,7 @@ _MISTAKES = [
 @exercise("6.8b-3", "dropped_choices")
 def check_dropped_choices(fn):
     rng = exercise_rng(3)
-    groups, n_experts = max(2, n_devices()), 5
+    groups, n_experts = max(2, input_devices()), 5
     # (選択, 容量係数): c·k·T/E が整数の組（切り捨てと切り上げが同じ）、整数でない組（端数 0.76 と 0.16: 四捨五入が
     # 切り上げと同じ組と、切り捨てと同じ組）、何もドロップされない組
     cases = [(_ids(rng, groups, 15, n_experts), 1.0), (_ids(rng, groups, 13, n_experts), 1.3),
