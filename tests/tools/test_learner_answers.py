@@ -201,9 +201,11 @@ def test_learner_checks_give_the_full_editions_verdicts(built, tmp_path, devices
         if ON_CHIP:  # チップの JAX は PYTHONPATH にある（ACCELERATOR.md）ので、その後ろに残す
             del env["JAX_PLATFORMS"], env["JAX_NUM_CPU_DEVICES"]
             env["PYTHONPATH"] = os.pathsep.join([path, os.environ.get("PYTHONPATH", "")])
-        # --noconftest: conftest.py は別のチェックアウトの ch6 を断る。--import-mode=append: PYTHONPATH の ch6 が先
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "learner_log_plugin", "-p", "no:cacheprovider",
-                              "--noconftest", "--import-mode=append", "--rootdir", str(ROOT), *tests],
+        # --noconftest: conftest.py は別のチェックアウトの ch6 を断る。--import-mode=append: PYTHONPATH の ch6 が先。
+        # -o addopts=: pyproject の既定は nbval の引数（ノートブックは動かさない。チップの Python には nbval がない）
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "learner_log_plugin",
+                              "-p", "no:cacheprovider", "--noconftest", "--import-mode=append", "--rootdir", str(ROOT),
+                              *tests],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, f"{edition_name}: {run.stdout[-3000:]}"
         logs[edition_name] = log.read_text(encoding="utf-8").splitlines()
