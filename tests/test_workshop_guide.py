@@ -81,3 +81,16 @@ def test_the_capstone_workshop_uses_the_plans_required_exercises(times, text):
     assert required == want, (sorted(required), sorted(want))
     minutes = [int(b) for a, b in re.findall(r"^\| (\d+)–(\d+) 分", plan, re.M)]
     assert minutes and minutes[-1] == 180, minutes
+
+
+def test_the_recorded_checks_listed_are_the_ones_the_wheel_strips(text):
+    """「学習者に配るもの」が挙げる、記録した値と比べる演習は、@recorded の参照を持つチェックと同じ（数も）。"""
+    from ch6 import recorded
+
+    m = re.search(r"対象は (\d+) 題です。(.*?)です。", text)
+    assert m, "手引きに「対象は N 題です。…です。」の段落がない"
+    listed = set(_ID.findall(m.group(2)))
+    modules = set(recorded.MARKED.values())
+    marked = {eid for eid, entry in ch6.registry().items() if entry.fn.__module__ in modules}
+    assert listed == marked, f"手引きにだけある: {sorted(listed - marked)}、手引きにない: {sorted(marked - listed)}"
+    assert int(m.group(1)) == len(marked)
