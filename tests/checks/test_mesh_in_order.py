@@ -1,12 +1,12 @@
 """チェックが並びを入れ替えて渡すメッシュは、複数のチップの TPU でもその並びのまま（6.3a-1、6.6-3、6.6-4）。
 
-jax.make_mesh は、TPU ではデバイスをチップのつながりの順に並べ直します（``mesh_utils.create_device_mesh``）。
-ここでは CPU でその並べ直しを真似て（逆順にする）、チェックの隠しのメッシュが変わらないことを確かめます。
+jax.make_mesh は、TPU ではデバイスをチップのつながりの順に並べ直します（devices を渡しても）。
+ここでは CPU で jax.make_mesh をその並べ直しをする版（逆順にする）に差し替え、チェックの隠しのメッシュが
+変わらないことを確かめます。
 変わると、入れ替えた並びを確かめる意味がなくなり、学習者版では記録を引く要約（``ch6.recorded.digest``）が
 作ったときと違って、6.6-4 が採点できなくなります。
 """
 import jax
-import jax._src.mesh_utils as mesh_utils
 import numpy as np
 import pytest
 
@@ -16,15 +16,17 @@ from ch6.checks.specs import mesh_in_order
 from ch6.recorded import digest
 
 
+def _reordering(real):
+    """TPU の jax.make_mesh のように、渡したデバイスを並べ直す版（ここでは逆順）。"""
+    def make_mesh(shape, names, *args, devices=None, **kwargs):
+        devices = list(jax.devices() if devices is None else devices)[: int(np.prod(shape))]
+        return real(shape, names, *args, devices=devices[::-1], **kwargs)
+    return make_mesh
+
+
 @pytest.fixture
 def topology_order(monkeypatch):
-    """TPU の create_device_mesh のように、渡したデバイスを並べ直す（ここでは逆順）。"""
-    real = mesh_utils.create_device_mesh
-
-    def reordered(shape, devices=None, *args, **kwargs):
-        return real(shape, list(devices)[::-1] if devices is not None else None, *args, **kwargs)
-
-    monkeypatch.setattr(mesh_utils, "create_device_mesh", reordered)
+    monkeypatch.setattr(jax, "make_mesh", _reordering(jax.make_mesh))
 
 
 def _ids(mesh) -> list[int]:
@@ -49,9 +51,7 @@ def test_mesh_in_order_keeps_the_given_order(topology_order):
 def test_hidden_meshes_and_their_digests_ignore_the_topology(monkeypatch):
     plain = [digest((s, shape, owner, 0), {}) for s, shape, _, owner, _ in rows_to_load.cases(exercise_rng(4))]
     order = _ids(shuffled_mesh(np.random.default_rng(7), ("a", "b")))
-    real = mesh_utils.create_device_mesh
-    monkeypatch.setattr(mesh_utils, "create_device_mesh",
-                        lambda shape, devices=None, *a, **k: real(shape, list(devices)[::-1], *a, **k))
+    monkeypatch.setattr(jax, "make_mesh", _reordering(jax.make_mesh))
     assert _ids(shuffled_mesh(np.random.default_rng(7), ("a", "b"))) == order
     again = [digest((s, shape, owner, 0), {}) for s, shape, _, owner, _ in rows_to_load.cases(exercise_rng(4))]
     assert again == plain
