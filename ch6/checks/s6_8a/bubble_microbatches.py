@@ -70,6 +70,7 @@ def _ideal_ratio(n_stages, target, n_virtual=1):  # 割合でなく、理想の�
     return _smallest(lambda m: Fraction(n_stages - 1, n_virtual * m) <= Fraction(target) + Fraction(TOL))
 
 
+@recorded
 def _closed(n_stages, target, n_virtual):
     return (n_stages - 1) * (1 - target) / (target * n_virtual)
 

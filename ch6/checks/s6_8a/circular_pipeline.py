@@ -13,41 +13,42 @@ from __future__ import annotations
 import numpy as np
 
 from ... import precision
-from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, n_devices, walk
+from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, walk
 from ...meshes import mesh_2d_shape
+from ...recorded import input_devices, recorded
 from .common import exercise_rng
 
 AXIS = "pp_hidden"  # ノートブックにない軸の名前（"stage" と決め打ちすると動かない）
 ROWS = "pp_rows"    # 2 次元のメッシュのもう 1 本の軸
 
 
-ROUND_OFFSETS = {"local": lambda t, d: t - d, "global": lambda t, d: t, "plus_d": lambda t, d: t + d,
-                 "late": lambda t, d: t - d + 1, "early": lambda t, d: t - d - 1}
-FRESH_UNTIL = {"first_round": lambda n, v: n, "le": lambda n, v: n + 1, "short": lambda n, v: n - 1,
-               "rounds": lambda n, v: v}
-
-
+@recorded
 def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wrap=True, swap=False,
               round_by="S", clip_to="V"):
-    """NumPy で回すインターリーブのパイプライン。戻り値はティックごと・デバイスごとの出力 ys[d, t]。
+    """NumPy で回すインターリーブのパイプラインの、最後のデバイスが最後の周で出した値（マイクロバッチの順）。
 
-    w_dev[d, v] はデバイス d の v 周目の層。誤りの名前を言うために、規則を変えても回せる:
-    round_rule="global"（周を t // S で決める。"plus_d" は (t + d) // S、"late"・"early" は (t − d ± 1) // S）、
-    fresh="always"（デバイス 0 が毎回新しい入力を取る。"le" は t <= S、"short" は t < S − 1 まで）、
-    shift=-1（逆向きに送る）、wrap=False（最後のデバイスから最初へ戻さない）、
-    swap=True（戻り値の順が逆: state にそのデバイスの y が入り、y として ppermute の結果が返る）、
-    V と S の取り違え: round_by="V"（周の番号を V で割る）、clip_to="S"（v を 0 … S − 1 にクリップ）、
-    fresh="rounds"（デバイス 0 が t < V の間 x_fresh を取る）。"""
+    w_dev[d, v] はデバイス d の v 周目の層。キーワードを変えると、名指しする誤りの規則で回した値になる。"""
     n, v_count = w_dev.shape[:2]
+    # 誤りの名前を言うために、規則を変えても回せる:
+    # round_rule="global"（周を t // S で決める。"plus_d" は (t + d) // S、"late"・"early" は (t − d ± 1) // S）、
+    # fresh="always"（デバイス 0 が毎回新しい入力を取る。"le" は t <= S、"short" は t < S − 1 まで）、
+    # shift=-1（逆向きに送る）、wrap=False（最後のデバイスから最初へ戻さない）、
+    # swap=True（戻り値の順が逆: state にそのデバイスの y が入り、y として ppermute の結果が返る）、
+    # V と S の取り違え: round_by="V"（周の番号を V で割る）、clip_to="S"（v を 0 … S − 1 にクリップ）、
+    # fresh="rounds"（デバイス 0 が t < V の間 x_fresh を取る）。
+    round_offsets = {"local": lambda t, d: t - d, "global": lambda t, d: t, "plus_d": lambda t, d: t + d,
+                     "late": lambda t, d: t - d + 1, "early": lambda t, d: t - d - 1}
+    fresh_until = {"first_round": lambda n, v: n, "le": lambda n, v: n + 1, "short": lambda n, v: n - 1,
+                   "rounds": lambda n, v: v}
     ticks = v_count * n + n - 1
     state = np.zeros((n,) + xs.shape[1:])
     ys = np.zeros((n, ticks) + xs.shape[1:])
     for t in range(ticks):
         for d in range(n):
-            v = min(max(ROUND_OFFSETS[round_rule](t, d) // (v_count if round_by == "V" else n), 0),
+            v = min(max(round_offsets[round_rule](t, d) // (v_count if round_by == "V" else n), 0),
                     (n if clip_to == "S" else v_count) - 1)
             v = min(v, v_count - 1)  # JAX の添字は範囲の外を端に寄せる
-            take = d == 0 and (fresh == "always" or t < FRESH_UNTIL[fresh](n, v_count))
+            take = d == 0 and (fresh == "always" or t < fresh_until[fresh](n, v_count))
             x_in = xs[min(t, n - 1)] if take else state[d]
             ys[d, t] = np.tanh(x_in @ w_dev[d, v])
         new = np.zeros_like(state)
@@ -61,11 +62,11 @@ def reference(w_dev, xs, *, round_rule="local", fresh="first_round", shift=1, wr
             ys[:, t], state = new, ys[:, t].copy()
         else:
             state = new
-    return ys
+    return final_outputs(ys, v_count)
 
 
 def final_outputs(ys, v_count: int):
-    """最後のデバイスが最後の周で出した値（マイクロバッチの順）。"""
+    """ティックごと・デバイスごとの出力 ys[d, t] のうち、最後のデバイスが最後の周で出した値（マイクロバッチの順）。"""
     n = ys.shape[0]
     return np.stack([ys[n - 1, (v_count - 1) * n + m + n - 1] for m in range(n)])
 
@@ -206,74 +207,99 @@ def sizes(n: int) -> tuple[int, int, int]:
     return free[1], free[0], free[3]
 
 
+def _second_size(n: int) -> int:
+    """2 次元のメッシュの軸 AXIS の大きさ（偶数なら mesh_2d_shape の 1 つ目、奇数なら n − 1、1 デバイスでは 0）。"""
+    if n == 1:
+        return 0
+    return mesh_2d_shape(n)[0] if n % 2 == 0 else n - 1
+
+
 def second_mesh(n: int):
     """(メッシュ, 軸 AXIS の大きさ, 使うデバイスの数): 軸 AXIS がデバイスの総数より小さい 2 次元のメッシュ。
     偶数なら全デバイスを (2, n/2) に、奇数なら 1 つ少ないデバイスを (1, n − 1) に並べる。1 デバイスでは作れない（None）。"""
     import jax
 
-    if n == 1:
+    n_pp = _second_size(n)
+    if n_pp == 0:
         return None, 0, 0
     if n % 2 == 0:
-        n_pp, rows = mesh_2d_shape(n)
-        return jax.make_mesh((rows, n_pp), (ROWS, AXIS)), n_pp, n
-    return jax.make_mesh((1, n - 1), (ROWS, AXIS), devices=jax.devices()[: n - 1]), n - 1, n - 1
+        return jax.make_mesh((n // n_pp, n_pp), (ROWS, AXIS)), n_pp, n
+    return jax.make_mesh((1, n_pp), (ROWS, AXIS), devices=jax.devices()[:n_pp]), n_pp, n_pp
+
+
+def hidden_inputs(n: int):
+    """デバイス n 個での隠し入力 (V, mb, width, w_dev, xs, w2, xs2)。w2・xs2 は 2 次元のメッシュ（軸 AXIS の大きさ
+    _second_size(n)）のもの（1 デバイスでは None）。"""
+    rng = exercise_rng(1)
+    v_count, mb, width = sizes(n)
+    w_dev = f32(rng.normal(size=(n, v_count, width, width)) / np.sqrt(width))
+    xs = f32(rng.normal(size=(n, mb, width)))
+    n_pp = _second_size(n)
+    if n_pp == 0:
+        return v_count, mb, width, w_dev, xs, None, None
+    w2 = f32(rng.normal(size=(n_pp, v_count, width, width)) / np.sqrt(width))
+    xs2 = f32(rng.normal(size=(n_pp, mb, width)))
+    return v_count, mb, width, w_dev, xs, w2, xs2
+
+
+_LATE = "デバイス d には d ティック遅れて届くので、v = (t − d) // S です。"
+# 名指しする誤り: (reference のキーワード, その文)。V と S を取り違える誤り（最後の 3 つ）は、w[0] だけを使う答えと
+# 同じ値になることがあるので、その後で調べる
+VARIANTS = [
+    ({"round_rule": "global"}, "周の番号をティック t だけで決めています。" + _LATE),
+    ({"round_rule": "plus_d"}, "周の番号を (t + d) // S で決めていますが、" + _LATE),
+    ({"round_rule": "late"}, "周の番号が 1 ティック早く次の周に進んでいます。" + _LATE),
+    ({"round_rule": "early"}, "周の番号が 1 ティック遅れて次の周に進んでいます。" + _LATE),
+    ({"fresh": "always"},
+     "デバイス 0 がどのティックでも x_fresh を取っています。新しい入力は t < S のときだけで、その後は戻ってきた state です。"),
+    ({"fresh": "le"},
+     "デバイス 0 がティック S にも x_fresh を取っています。t = S には 0 周目の出力が戻るので、新しい入力は t < S のときだけです。"),
+    ({"fresh": "short"},
+     "デバイス 0 が x_fresh を取るのがティック S − 2 までです。新しい入力は t < S の S 個のティックで取ります。"),
+    ({"swap": True},
+     "戻り値の順が逆で、(y, 次の state) を返しています。(ppermute の結果, y) の順に返します。"),
+    ({"round_by": "V"},
+     "周の番号を V（w.shape[0]）で割っています。1 周は S ティックなので、v = (t − d) // S です。"),
+    ({"clip_to": "S"},
+     "周の番号 v を 0 … S − 1 にクリップしています。v は 0 … V − 1（V = w.shape[0]）の周の番号です。"),
+    ({"fresh": "rounds"},
+     "デバイス 0 が x_fresh を取るのが t < V（w.shape[0]）のティックです。新しい入力は t < S の S 個のティックで取ります。"),
+]
 
 
 @exercise("6.8a-1", "circular_tick")
 def check_circular_tick(fn):
     import jax
 
-    n = n_devices()
-    rng = exercise_rng(1)
-    v_count, mb, width = sizes(n)
-    w_dev = f32(rng.normal(size=(n, v_count, width, width)) / np.sqrt(width))
-    xs = f32(rng.normal(size=(n, mb, width)))
+    n = input_devices()
+    v_count, mb, width, w_dev, xs, w2, xs2 = hidden_inputs(n)
+    v0 = np.zeros_like(w_dev)
+    v0[:] = w_dev[:, :1]
+    # 参照の値と誤りの値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    want = reference(w_dev, xs)
+    alts = [reference(w_dev, xs, **kw) for kw, _ in VARIANTS]
+    first_weight, gpipe = reference(v0, xs), reference(v0, xs, fresh="always")
+    want2 = reference(w2, xs2) if w2 is not None else None
     out = _run(fn, jax.make_mesh((n,), (AXIS,)), w_dev, xs, v_count, mb, width)
-    want = final_outputs(reference(w_dev, xs), v_count)
     # CPU では 1e-4・1e-5 のまま。TPU v5e では正しい答えの最大誤差が 1.2e-5 で、その許容誤差のすぐ内側だったので、
     # バックエンドの目安まで広げる（ch6.precision.widened: 誤りどうしの差 1 程度よりずっと小さい）
     rtol, atol = precision.widened(1e-4, 1e-5, float(np.max(np.abs(want))))
     if not is_close(out, want, rtol=rtol, atol=atol):
-        late = "デバイス d には d ティック遅れて届くので、v = (t − d) // S です。"
-        variants = [
-            ({"round_rule": "global"}, "周の番号をティック t だけで決めています。" + late),
-            ({"round_rule": "plus_d"}, "周の番号を (t + d) // S で決めていますが、" + late),
-            ({"round_rule": "late"}, "周の番号が 1 ティック早く次の周に進んでいます。" + late),
-            ({"round_rule": "early"}, "周の番号が 1 ティック遅れて次の周に進んでいます。" + late),
-            ({"fresh": "always"},
-             "デバイス 0 がどのティックでも x_fresh を取っています。新しい入力は t < S のときだけで、その後は戻ってきた state です。"),
-            ({"fresh": "le"},
-             "デバイス 0 がティック S にも x_fresh を取っています。t = S には 0 周目の出力が戻るので、新しい入力は t < S のときだけです。"),
-            ({"fresh": "short"},
-             "デバイス 0 が x_fresh を取るのがティック S − 2 までです。新しい入力は t < S の S 個のティックで取ります。"),
-            ({"swap": True},
-             "戻り値の順が逆で、(y, 次の state) を返しています。(ppermute の結果, y) の順に返します。"),
-            ({"round_by": "V"},
-             "周の番号を V（w.shape[0]）で割っています。1 周は S ティックなので、v = (t − d) // S です。"),
-            ({"clip_to": "S"},
-             "周の番号 v を 0 … S − 1 にクリップしています。v は 0 … V − 1（V = w.shape[0]）の周の番号です。"),
-            ({"fresh": "rounds"},
-             "デバイス 0 が x_fresh を取るのが t < V（w.shape[0]）のティックです。新しい入力は t < S の S 個のティックで取ります。"),
-        ]
-        v0 = np.zeros_like(w_dev)
-        v0[:] = w_dev[:, :1]
-
-        def near(kw, weights=w_dev):
+        def near(alt):
             # 誤りの名前を言うための比較は 10 倍ゆるく: 誤りどうしの差は 1 程度。TPU v5e では正しい答えでも最大誤差が
             # 1.2e-5 と許容誤差の近くにあり、1 ティック遅れの答えは自分の誤りとの差が 2.1e-5 で名指しされなかった
-            return is_close(out, final_outputs(reference(weights, xs, **kw), v_count), rtol=1e-3, atol=1e-4)
+            return is_close(out, alt, rtol=1e-3, atol=1e-4)
 
-        # V と S を取り違える誤り（最後の 3 つ）は、w[0] だけを使う答えと同じ値になることがあるので、その後で調べる
-        for kw, message in variants[:-3]:
-            if near(kw):
+        for (_, message), alt in zip(VARIANTS[:-3], alts[:-3]):
+            if near(alt):
                 raise Fail(message)
-        if near({}, v0):
+        if near(first_weight):
             raise Fail("どの周でも w[0] を使っています。v 周目の層は w[v] です。")
-        if near({"fresh": "always"}, v0):
+        if near(gpipe):
             raise Fail("本編の GPipe の 1 ティックのままで、デバイス 0 が毎回 x_fresh を取り、w[0] だけを使っています。"
                        "新しい入力は t < S のときだけで、v 周目の層は w[v] です。")
-        for kw, message in variants[-3:]:
-            if near(kw):
+        for (_, message), alt in zip(VARIANTS[-3:], alts[-3:]):
+            if near(alt):
                 raise Fail(message)
         raise Fail(f"最後の周の出力が、1 デバイスで全 {v_count * n} 層を通した値と一致しませんでした。"
                    "x_in を選び、y = tanh(x_in @ w[v]) を計算して、(次の state, y) の順に返します。")
@@ -281,13 +307,11 @@ def check_circular_tick(fn):
     # 2 次元のメッシュ: 軸 AXIS の大きさは全デバイスの数より小さい
     mesh2, n_pp, used = second_mesh(n)
     if mesh2 is not None:
-        w2 = f32(rng.normal(size=(n_pp, v_count, width, width)) / np.sqrt(width))
-        xs2 = f32(rng.normal(size=(n_pp, mb, width)))
         try:
             out2 = _run(fn, mesh2, w2, xs2, v_count, mb, width)
         except (Fail, LearnerError):
             out2 = None
-        if out2 is None or not is_close(out2, final_outputs(reference(w2, xs2), v_count), rtol=1e-4, atol=1e-5):
+        if out2 is None or not is_close(out2, want2, rtol=1e-4, atol=1e-5):
             raise Fail(f"1 次元のメッシュでは合い、軸 axis_name の大きさが {n_pp}（全デバイスは {n} 個）の 2 次元のメッシュで"
                        "合いません。デバイスの数は lax.axis_size(axis_name) で求めます。")
     rows = mesh2.shape[ROWS] if mesh2 is not None else 0

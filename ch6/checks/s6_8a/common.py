@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import hidden_rng
+from ...recorded import recorded
 
 
 def exercise_rng(tag: int) -> np.random.Generator:
@@ -72,6 +73,7 @@ def one_f_one_b_order(n_stages: int, n_micro: int):
     return warmup_order(n_micro, [n_stages - s - 1 for s in range(n_stages)])
 
 
+@recorded
 def peak_stored(table) -> list[int]:
     """ステージごとに、順伝播が済んで逆伝播がまだの（活性値を持っておく）マイクロバッチの数の最大。"""
     peaks = []
