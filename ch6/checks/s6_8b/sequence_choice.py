@@ -9,13 +9,10 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...cost import step_time
+from ...recorded import recorded
 from ..chips import hidden_chip, number, with_values
 from .comm_times import reference as comm_reference
 from .common import exercise_rng
-
-# 必須: T_math = 4·L²·H·d / n / flops、リングは step_time(...).overlapped、Ulysses は .serial、
-#       差が大きいほうの 1e-9 倍以下なら同点で "ring"、Ulysses が使えないときも "ring"。
-# 自由: タプルでもリストでも、attention_comm_times を呼んでも呼ばなくても。
 
 TIE = 1e-9
 WIDE_TIE = 1e-6      # 名指しする誤り: 同点の幅を広くとりすぎる（同点のすぐ外側の場面は相対 1e-7）
@@ -23,13 +20,19 @@ RTOL = 1e-6
 METHODS = ("ring", "ulysses")
 
 
+@recorded
 def flop_count(seq_len, heads, head_dim) -> float:
+    """アテンションの FLOP（全デバイスの合計）。"""
     return 4 * seq_len**2 * heads * head_dim
 
 
+@recorded
 def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> tuple[str, float]:
     """正しい (方式, 秒)（kind を渡すと、名指しする誤りの答え）。"""
     flops = flop_count(seq_len, heads, head_dim) / (2 if kind == "flops2" else 1)
+    # 必須: T_math = 4·L²·H·d / n / flops、リングは step_time(...).overlapped、Ulysses は .serial、
+    #       差が大きいほうの 1e-9 倍以下なら同点で "ring"、Ulysses が使えないときも "ring"。
+    # 自由: タプルでもリストでも、attention_comm_times を呼んでも呼ばなくても。
     t_math = flops / {"no_div_n": 1, "div_n_twice": n * n}.get(kind, n) / hw.flops
     comm = comm_reference(hw, n, seq_len, heads, head_dim, nbytes, kind="no_inf" if kind == "no_heads" else "")
     ring_t, uly_t = step_time(t_math, comm["ring"]), step_time(t_math, comm["ulysses"])
@@ -58,9 +61,14 @@ def reference(hw, n, seq_len, heads, head_dim, nbytes, kind: str = "") -> tuple[
     return ("ulysses", uly) if pick_ulysses else ("ring", ring)
 
 
-def _with_flops(hw, n, seq_len, heads, head_dim, nbytes, t_math: float):
-    """計算の秒が t_math になるように flops だけを変えた行。"""
-    return with_values(hw, flops=flop_count(seq_len, heads, head_dim) / n / t_math)
+@recorded
+def _scene_flops(hw, n, seq_len, heads, head_dim, nbytes, scene: str) -> float:
+    """隠しの場面 scene（計算律速、通信律速、同点、同点のすぐ外側）になるように選んだチップの flops。"""
+    comm = comm_reference(hw, n, seq_len, heads, head_dim, nbytes)
+    t_math = {"compute": 2 * comm["ring"], "comm": comm["ring"] / 1.2,
+              "tie": comm["ring"] * (1 - 1e-12) - comm["ulysses"],
+              "near_tie": comm["ring"] * (1 - 1e-7) - comm["ulysses"]}[scene]
+    return flop_count(seq_len, heads, head_dim) / n / t_math
 
 
 def cases(r):
@@ -69,23 +77,22 @@ def cases(r):
     gpu = hidden_chip(r, "GPU", "隠しの GPU")
     # 計算律速: リングの通信は計算の半分で、計算の裏に隠れる
     n, seq, heads, dim = 4, 4 * 16384, 16, 128
-    ring_c = comm_reference(tpu, n, seq, heads, dim, 2)["ring"]
     out = [
-        ("隠しの TPU・n = 4・計算律速", _with_flops(tpu, n, seq, heads, dim, 2, 2 * ring_c), n, seq, heads, dim, 2),
+        ("隠しの TPU・n = 4・計算律速", with_values(tpu, flops=_scene_flops(tpu, n, seq, heads, dim, 2, "compute")),
+         n, seq, heads, dim, 2),
         ("隠しの GPU・n = 8・短い系列", gpu, 8, 8 * 256, 16, 128, 2),
         ("隠しの GPU・n = 1", gpu, 1, 4096, 8, 128, 2),
         ("隠しの GPU・n = 6・ヘッド 8（割り切れない）", gpu, 6, 6 * 256, 8, 128, 2),
     ]
     # トーラスで通信律速だが、リングの通信が計算の 1.2 倍なのでリングが勝つ
     n, seq, heads, dim = 6, 6 * 2048, 12, 128
-    ring_c = comm_reference(tpu, n, seq, heads, dim, 2)["ring"]
-    out.append(("隠しの TPU・n = 6・通信律速", _with_flops(tpu, n, seq, heads, dim, 2, ring_c / 1.2), n, seq, heads, dim, 2))
+    out.append(("隠しの TPU・n = 6・通信律速", with_values(tpu, flops=_scene_flops(tpu, n, seq, heads, dim, 2, "comm")),
+                n, seq, heads, dim, 2))
     # 同点（Ulysses が相対 1e-12 だけ小さい: 許容の内側）と、そのすぐ外側（相対 1e-7）
     n, seq, heads, dim = 5, 5 * 1024, 10, 64
-    comm = comm_reference(gpu, n, seq, heads, dim, 4)
-    for label, gap in (("同点", 1e-12), ("同点のすぐ外側", 1e-7)):
-        t_math = comm["ring"] * (1 - gap) - comm["ulysses"]
-        out.append((f"隠しの GPU・n = 5・{label}", _with_flops(gpu, n, seq, heads, dim, 4, t_math), n, seq, heads, dim, 4))
+    for label, scene in (("同点", "tie"), ("同点のすぐ外側", "near_tie")):
+        out.append((f"隠しの GPU・n = 5・{label}", with_values(gpu, flops=_scene_flops(gpu, n, seq, heads, dim, 4, scene)),
+                    n, seq, heads, dim, 4))
     return out
 
 
@@ -127,14 +134,16 @@ def same(got: tuple[str, float], want: tuple[str, float]) -> bool:
 @exercise("6.8b-2", "choose_sequence_parallel")
 def check_choose_sequence_parallel(fn):
     todo = cases(exercise_rng(2))
-    got = collect(fn, todo)
+    # 参照の値と誤りの答えはすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
     want = [reference(*case[1:]) for case in todo]
+    alts = [[reference(*case[1:], kind=kind) for case in todo] for kind, _ in _MISTAKES]
+    got = collect(fn, todo)
     if all(same(g, w) for g, w in zip(got, want)):
         wins = sum(w[0] == "ulysses" for w in want)
         return (f"隠しの {len(todo)} 場面（同点と n = 1 を含む）で方式と秒が一致しました"
                 f"（Ulysses {wins} 回、リング {len(todo) - wins} 回）。")
-    for kind, message in _MISTAKES:
-        if all(same(g, reference(*case[1:], kind=kind)) for g, case in zip(got, todo)):
+    for (_, message), alt in zip(_MISTAKES, alts):
+        if all(same(g, a) for g, a in zip(got, alt)):
             raise Fail(message)
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if not same(g, w))
     label = todo[i][0]
