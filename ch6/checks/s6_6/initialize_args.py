@@ -13,11 +13,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...checking import Fail, call, exercise
+from ...recorded import recorded
 from .common import as_int, exercise_rng
 
 KEYS = ("coordinator_address", "num_processes", "process_id", "local_device_ids")
 
 
+@recorded
 def reference(cluster, host, local_rank):
     hosts, k = cluster["hosts"], cluster["processes_per_host"]
     per = cluster["devices_per_host"] // k
@@ -68,8 +70,11 @@ def _device_ids(value, where: str, k: int):
 
 @exercise("6.6-2", "initialize_kwargs")
 def check_initialize_kwargs(fn):
-    rows = []   # (cluster, host, h, j, where, 学習者の dict)
-    for cluster in clusters(exercise_rng(2)):
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    wants = {(c, h, j): reference(cluster, host, j) for c, cluster in enumerate(clusters(exercise_rng(2)))
+             for h, host in enumerate(cluster["hosts"]) for j in range(cluster["processes_per_host"])}
+    rows = []   # (cluster, host, h, j, where, 学習者の dict, 参照の dict)
+    for c, cluster in enumerate(clusters(exercise_rng(2))):
         for h, host in enumerate(cluster["hosts"]):
             for j in range(cluster["processes_per_host"]):
                 where = _describe(cluster, host, j)
@@ -78,17 +83,17 @@ def check_initialize_kwargs(fn):
                            if key not in got]
                 if missing:
                     raise Fail(f"{where}: 引数 {missing[0]} がありません。キーは {', '.join(KEYS)} です。")
-                rows.append((cluster, host, h, j, where, got))
+                rows.append((cluster, host, h, j, where, got, wants[c, h, j]))
     for check in (_coordinator, _num_processes, _process_id, _local_devices):
-        for cluster, host, h, j, where, got in rows:
-            check(cluster, host, h, j, where, got, rows)
+        for cluster, host, h, j, where, got, want in rows:
+            check(cluster, host, h, j, where, got, want, rows)
     n = sum(len(c["hosts"]) * c["processes_per_host"] for c in clusters(exercise_rng(2)))
     return f"4 通りのクラスタの {n} 個のプロセスのすべてで、4 つの引数が一致しました。"
 
 
-def _coordinator(cluster, host, h, j, where, got, rows):
+def _coordinator(cluster, host, h, j, where, got, want, rows):
     hosts, port = cluster["hosts"], cluster["port"]
-    want, value = f"{hosts[0]}:{port}", got["coordinator_address"]
+    want, value = want["coordinator_address"], got["coordinator_address"]
     if value == want:
         return
     said = f"{where}: coordinator_address は {want!r} のはずが、{value!r} でした。"
@@ -105,9 +110,9 @@ def _coordinator(cluster, host, h, j, where, got, rows):
     raise Fail(said + "コーディネータは hosts の最初のホストの cluster['port'] で動きます。")
 
 
-def _num_processes(cluster, host, h, j, where, got, rows):
+def _num_processes(cluster, host, h, j, where, got, want, rows):
     n_hosts, g, k = len(cluster["hosts"]), cluster["devices_per_host"], cluster["processes_per_host"]
-    want = n_hosts * k
+    want = want["num_processes"]
     value = as_int(got["num_processes"], f"{where}: num_processes ")
     if value == want:
         return
@@ -121,43 +126,44 @@ def _num_processes(cluster, host, h, j, where, got, rows):
     raise Fail(said + "プロセスの総数は、ホストの数 × 1 ホストのプロセスの数です。")
 
 
-# process_id のよくある誤り: (その番号の決め方, 説明)。すべてのプロセスで一致したときだけ、その名前を言う
+# process_id のよくある誤り: (その番号の決め方（want は正しい番号）, 説明)。すべてのプロセスで一致したときだけ、その名前を言う
 # （local_rank 0 では h + j も h も同じ値なので、1 つのプロセスの値だけでは決めない）
 _ID_SLIPS = (
-    (lambda n_hosts, g, k, h, j: j,
+    (lambda n_hosts, g, k, h, j, want: j,
      lambda g, k: f"local_rank だけでは、ほかのホストのプロセスと番号が重なります（ホスト h は h·{k} から）。"),
-    (lambda n_hosts, g, k, h, j: h,
+    (lambda n_hosts, g, k, h, j, want: h,
      lambda g, k: "ホストの位置だけでは、同じホストのプロセスの番号が重なります（h·k + local_rank にします）。"),
-    (lambda n_hosts, g, k, h, j: h + j,
+    (lambda n_hosts, g, k, h, j, want: h + j,
      lambda g, k: f"h + local_rank ではホストをまたいで番号が重なるので、ホストの位置に 1 ホストのプロセスの数 {k} を掛けます。"),
-    (lambda n_hosts, g, k, h, j: j * n_hosts + h,
+    (lambda n_hosts, g, k, h, j, want: j * n_hosts + h,
      lambda g, k: "番号は先にホストをまたがず、ホストごとに続けて h·k + local_rank と数えます。"),
-    (lambda n_hosts, g, k, h, j: h * g + j,
+    (lambda n_hosts, g, k, h, j, want: h * g + j,
      lambda g, k: f"ホストの位置に掛けるのはデバイスの数 {g} ではなく、1 ホストのプロセスの数 {k} です。"),
-    (lambda n_hosts, g, k, h, j: h * k + j + 1,
+    (lambda n_hosts, g, k, h, j, want: want + 1,
      lambda g, k: "プロセス番号は 0 から数えます。"),
 )
 
 
-def _process_id(cluster, host, h, j, where, got, rows):
+def _process_id(cluster, host, h, j, where, got, want, rows):
     g, k = cluster["devices_per_host"], cluster["processes_per_host"]
-    want = h * k + j
+    want = want["process_id"]
     value = as_int(got["process_id"], f"{where}: process_id ")
     if value == want:
         return
     said = f"{where}: process_id は {want} のはずが、{value} でした。"
-    values = [(c, hh, jj, as_int(v["process_id"], f"{w}: process_id ")) for c, _, hh, jj, w, v in rows]
+    values = [(c, hh, jj, as_int(v["process_id"], f"{w}: process_id "), ref["process_id"])
+              for c, _, hh, jj, w, v, ref in rows]
     for rule, hint in _ID_SLIPS:
-        if all(v == rule(len(c["hosts"]), c["devices_per_host"], c["processes_per_host"], hh, jj)
-               for c, hh, jj, v in values):
+        if all(v == rule(len(c["hosts"]), c["devices_per_host"], c["processes_per_host"], hh, jj, pid)
+               for c, hh, jj, v, pid in values):
             raise Fail(said + hint(g, k))
     raise Fail(said + "hosts の中の位置 h と local_rank から h·k + local_rank と数えます。")
 
 
-def _local_devices(cluster, host, h, j, where, got, rows):
+def _local_devices(cluster, host, h, j, where, got, want, rows):
     g, k = cluster["devices_per_host"], cluster["processes_per_host"]
-    per = g // k
-    want = list(range(j * per, (j + 1) * per))
+    pid, want = want["process_id"], want["local_device_ids"]
+    per = len(want)
     value = _device_ids(got.get("local_device_ids"), where, k)
     if value is None or value == want:
         return
@@ -166,6 +172,6 @@ def _local_devices(cluster, host, h, j, where, got, rows):
         raise Fail(said + f"1 プロセスが使うデバイスは {g} / {k} = {per} 個です。")
     if k > 1 and value == list(range(g)):
         raise Fail(said + f"ホストのすべてを渡すと、同じホストの {k} 個のプロセスが同じデバイスを使います。")
-    if value == [h * k + j] or value == list(range((h * k + j) * per, (h * k + j + 1) * per)):
+    if value == [pid] or value == list(range(pid * per, (pid + 1) * per)):
         raise Fail(said + f"プロセス番号ではなく、そのホストの中のデバイスの番号（0 から {g - 1}）を渡します。")
     raise Fail(said + f"local_rank j のプロセスは、そのホストのデバイス j·{per} から {per} 個を使います。")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise
+from ...recorded import recorded
 from .common import as_int, exercise_rng
 
 # 割り切れない構成: (B, P, L) と、その B が P と L のそれぞれで割り切れるか
@@ -20,11 +21,30 @@ BAD = (
 )
 
 
-def reference(global_batch: int, process_index: int, process_count: int, local_device_count: int):
+@recorded
+def expected(global_batch: int, process_index: int, process_count: int, local_device_count: int) -> dict:
+    """正しい範囲 "rows"（割り切れなければ None）と、名指しする誤りの範囲（1 デバイス分、1 から数える）。"""
     if global_batch % (process_count * local_device_count):
-        raise ValueError("not divisible")
+        return {"rows": None}
     per = global_batch // process_count
-    return process_index * per, (process_index + 1) * per
+    per_device = global_batch // (process_count * local_device_count)
+    return {"rows": (process_index * per, (process_index + 1) * per),
+            "one_device": (process_index * per_device, (process_index + 1) * per_device),
+            "from_one": ((process_index + 1) * per, (process_index + 2) * per)}
+
+
+@recorded
+def divisibility_slips(bad: tuple) -> dict:
+    """割り切れない構成 bad のそれぞれで、割り切れるかの調べ方の誤りが ValueError を送出するか（誤りの名前 -> 並び）。"""
+    return {"process": [b % p != 0 for b, p, _ in bad], "local": [b % ell != 0 for b, _, ell in bad],
+            "separately": [b % p != 0 or b % ell != 0 for b, p, ell in bad]}
+
+
+def reference(global_batch: int, process_index: int, process_count: int, local_device_count: int):
+    rows = expected(global_batch, process_index, process_count, local_device_count)["rows"]
+    if rows is None:
+        raise ValueError("not divisible")
+    return rows
 
 
 def good_cases(rng: np.random.Generator) -> list[tuple[int, int, int]]:
@@ -47,16 +67,16 @@ def _pair(got, what: str) -> tuple[int, int]:
     return as_int(got[0], f"{what}: start "), as_int(got[1], f"{what}: stop ")
 
 
-def _wrong_range(what, want, got, b, p, n_proc, n_local) -> Fail:
-    (ws, we), (gs, ge) = want, got
+def _wrong_range(what, want, got, n_local) -> Fail:
+    (ws, we), (gs, ge) = want["rows"], got
     said = f"{what} の行は [{ws}, {we}) のはずが、[{gs}, {ge}) でした。"
-    per_device = b // (n_proc * n_local)
-    per = b // n_proc
-    if n_local > 1 and (gs, ge) == (p * per_device, (p + 1) * per_device):
-        return Fail(said + f"1 デバイス分の {per_device} 行ではなく、ローカルデバイス {n_local} 個分の B / P 行を読みます。")
+    one_device = want["one_device"]
+    if n_local > 1 and (gs, ge) == one_device:
+        return Fail(said + f"1 デバイス分の {one_device[1] - one_device[0]} 行ではなく、"
+                    f"ローカルデバイス {n_local} 個分の B / P 行を読みます。")
     if (gs, ge) == (ws, we - 1):
         return Fail(said + "stop は範囲に含まれない（半開区間）ので、最後の行の番号 + 1 にします。")
-    if (gs, ge) == (ws + per, we + per):
+    if (gs, ge) == want["from_one"]:
         return Fail(said + "プロセス番号は 0 から数えるので、プロセス p の行は p·B/P 行目から始まります。")
     return Fail(said + "プロセス p の行は連続していて、p·B/P から (p + 1)·B/P の手前までです。")
 
@@ -74,6 +94,12 @@ def _raised(fn, case) -> BaseException | None:
 @exercise("6.6-1", "local_rows")
 def check_local_rows(fn):
     cases = good_cases(exercise_rng(1))
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    wants = {(b, p, n_proc, n_local): expected(b, p, n_proc, n_local)
+             for b, n_proc, n_local in cases for p in range(n_proc)}
+    for b, n_proc, n_local in BAD:  # 参照そのもの（reference）を答えとして渡すテストのため、記録にも入れる
+        expected(b, 0, n_proc, n_local)
+    slips = divisibility_slips(BAD)
     for b, n_proc, n_local in cases:
         for p in range(n_proc):
             what = f"B = {b}、{n_proc} プロセス × ローカルデバイス {n_local} 個のプロセス {p}"
@@ -85,9 +111,9 @@ def check_local_rows(fn):
                                "ValueError が出ました。割り切れないときだけ送出します。") from None
                 raise
             got = _pair(out, what)
-            want = reference(b, p, n_proc, n_local)
-            if got != want:
-                raise _wrong_range(what, want, got, b, p, n_proc, n_local)
+            want = wants[b, p, n_proc, n_local]
+            if got != want["rows"]:
+                raise _wrong_range(what, want, got, n_local)
     raised = [_raised(fn, case) for case in BAD]
     for case, exc in zip(BAD, raised):
         if exc is not None and not isinstance(exc, ValueError):
@@ -100,11 +126,11 @@ def check_local_rows(fn):
                 "ValueError になりました。")
     b, n_proc, n_local = next(c for c, hit in zip(BAD, pattern) if not hit)
     head = f"B = {b}、{n_proc} プロセス × ローカルデバイス {n_local} 個では ValueError になるはずが、送出されませんでした。"
-    if pattern == [b_ % p_ != 0 for b_, p_, _ in BAD]:
+    if pattern == slips["process"]:
         raise Fail(head + "プロセス数で割り切れるかではなく、グローバルデバイス数 P·L で割り切れるかを調べます。")
-    if pattern == [b_ % l_ != 0 for b_, _, l_ in BAD]:
+    if pattern == slips["local"]:
         raise Fail(head + "ローカルデバイス数で割り切れるかではなく、グローバルデバイス数 P·L で割り切れるかを調べます。")
-    if pattern == [b_ % p_ != 0 or b_ % l_ != 0 for b_, p_, l_ in BAD]:
+    if pattern == slips["separately"]:
         raise Fail(head + f"P と L のそれぞれで割り切れても、P·L = {n_proc * n_local} で割り切れるとは限りません。")
     raise Fail(head + f"B が P·L = {n_proc * n_local} で割り切れないときは、raise ValueError(...) で止めます。")
 
