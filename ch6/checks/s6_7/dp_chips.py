@@ -10,6 +10,7 @@ import math
 
 from ...checking import Fail, call, exercise
 from ...cost import all_reduce_time, dp_critical_batch
+from ...recorded import recorded
 from ..chips import hidden_chip, number, with_values
 from .common import rng
 
@@ -17,21 +18,21 @@ TOL = 1e-9  # 通信の秒が計算の秒の (1 + 1e-9) 倍以内なら計算律
 P = 7e9  # 重みの数（答えによらない: 計算の秒も通信の秒も P に比例する）
 
 
-def bound_ok(hw, tokens: float, n: int, axes: int, form: str) -> bool:
-    """n チップのデータ並列で、通信を隠せる計算の秒 ≥ 勾配の all-reduce の秒（許容 TOL）。"""
-    flops = (4 if form == "book" else 6) * tokens / n * P  # スケーリングブック: 逆伝播の 4·b·P、ステップ: 6·b·P
-    bw = hw.flops / dp_critical_batch(hw, axes, "book")  # 軸 axes 本のリングの帯域（ch6.cost と同じ）
-    return all_reduce_time(2 * P, n, bw) <= flops / hw.flops * (1 + TOL)
-
-
+@recorded
 def reference(hw, tokens: float, axes: int, form: str) -> int:
     """n ≤ 1 + tokens / b* の最大の整数（b* は form の形、ちょうどは計算律速）。"""
+    def bound_ok(n: int) -> bool:  # n チップで、通信を隠せる計算の秒 ≥ 勾配の all-reduce の秒（許容 TOL）
+        flops = (4 if form == "book" else 6) * tokens / n * P  # スケーリングブック: 逆伝播の 4·b·P、ステップ: 6·b·P
+        bw = hw.flops / dp_critical_batch(hw, axes, "book")  # 軸 axes 本のリングの帯域（ch6.cost と同じ）
+        return all_reduce_time(2 * P, n, bw) <= flops / hw.flops * (1 + TOL)
+
     b_star = dp_critical_batch(hw, axes, form)
     n = max(1, math.floor((1 + tokens / b_star) * (1 + TOL)))
-    assert bound_ok(hw, tokens, n, axes, form) and not bound_ok(hw, tokens, n + 1, axes, form)
+    assert bound_ok(n) and not bound_ok(n + 1)
     return n
 
 
+@recorded
 def wrong(hw, tokens: float, axes: int, form: str, kind: str) -> int:
     """名指しする誤りの答え（kind ごと）。"""
     if kind == "form":  # スケーリングブックの式とステップ全体の式を取り違える
@@ -107,6 +108,9 @@ _MISTAKES = (
 def check_max_dp_chips(fn):
     r = rng(1)
     todo = cases(r)
+    # 参照の値と誤りの答えはすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    want = [reference(hw, t, a, f) for _, hw, t, a, f in todo]
+    slips = [([wrong(hw, t, a, f, kind) for _, hw, t, a, f in todo], message) for kind, message in _MISTAKES]
     got = []
     for label, hw, tokens, axes, form in todo:
         out = call(fn, hw, tokens, axes, form)
@@ -114,7 +118,6 @@ def check_max_dp_chips(fn):
         if value != int(value):
             raise Fail(f"{label}: チップの数が {value:g} でした。n は整数なので、条件を満たす最大の整数を返します。")
         got.append(int(value))
-    want = [reference(hw, t, a, f) for _, hw, t, a, f in todo]
     if got == want:
         k = next(k for k, c in enumerate(todo) if c[3:] == (1, "book"))  # 既定値 axes=1, form="book" と同じ場面
         label, hw, tokens = todo[k][:3]
@@ -123,7 +126,6 @@ def check_max_dp_chips(fn):
             raise Fail(f"{label}: 既定値で呼ぶと {default:g} 個で、axes=1, form='book' を渡したときの {want[k]} 個と"
                        "違います。既定値は axes=1、form='book' のままにします。")
         return f"隠しの TPU と GPU の行の {len(todo)} つの場面で、最大のチップの数が一致しました（ちょうどと n = 1 を含みます）。"
-    slips = [([wrong(hw, t, a, f, kind) for _, hw, t, a, f in todo], message) for kind, message in _MISTAKES]
     for answers, message in slips:  # ほかの誤りの並びと重なるときは名指ししない（同じ文どうしは重なってよい）
         if got == answers and all(a != answers or text == message for a, text in slips):
             raise Fail(message)
