@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
+from ...recorded import recorded
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
 from .common import Spy, exercise_rng, expect_tree, expect_used, guard, shape_of, tree_close
 
@@ -39,6 +40,45 @@ def _per_example_grads(loss_fn, params, xs, ys):
     return jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
 
 
+@recorded
+def _expected(params, xs, ys) -> dict:
+    """隠し入力（params, xs, ys）での参照の値: 境目の max_norm と小さな値 small、そこでの正しい値と、名指しする誤りの値
+    （キー → (max_norm での値, small での値)）、max_norm でクリップされるサンプルの数。"""
+    import jax
+
+    per = _per_example_grads(_loss_4(Spy(), xs.shape[1]), params, xs, ys)
+    norms = sample_norms(per)
+    # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
+    # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
+    max_norm = float(np.round(np.median(norms), 2))
+    small = round(max_norm / 10, 3)
+
+    def elementwise(c):   # 要素ごとに ±max_norm で切る（jnp.clip）
+        return jax.tree.map(lambda v: np.clip(v, -c, c).mean(0), per)
+
+    def squared(c):       # ノルムの 2 乗（sqrt なし）で倍率を決める
+        s = np.minimum(1.0, c / norms ** 2)
+        return jax.tree.map(lambda v: (v * s.reshape((-1,) + (1,) * (v.ndim - 1))).mean(0), per)
+
+    alt, alt_small = clipping_mistakes(per, max_norm), clipping_mistakes(per, small)
+    mistakes = {key: (alt[key], alt_small[key]) for key in alt}
+    mistakes["elementwise"] = (elementwise(max_norm), elementwise(small))
+    mistakes["squared"] = (squared(max_norm), squared(small))
+    return {"max_norm": max_norm, "small": small, "clipped": int((norms > max_norm).sum()),
+            "want": clipped_mean(per, max_norm), "want_small": clipped_mean(per, small), "mistakes": mistakes}
+
+
+_MISTAKES = {
+    "no_clip": "勾配がクリップされていません。ノルムが max_norm を超えるサンプルは max_norm / ノルム 倍に縮めます。",
+    "clip_after_mean": "平均してからクリップしています。クリップはサンプルごと（平均する前）に行います。",
+    "per_leaf": "葉ごとに別々のノルムでクリップしています。ノルムはすべての葉をまとめた 1 本のベクトルのノルムです。",
+    "scale_all": "ノルムが max_norm 以下のサンプルまで大きくしています。倍率は min(1, max_norm / ノルム) です。",
+    "sum": "サンプルについて平均ではなく合計しています。",
+    "elementwise": "勾配を要素ごとに ±max_norm でクリップしています。ベクトル全体のノルムで、g_i を min(1, max_norm / ||g_i||) 倍します。",
+    "squared": "倍率をノルムの 2 乗で決めています。ノルムは 2 乗和の平方根（jnp.sqrt）です。",
+}
+
+
 @exercise("6.1-4", "clipped_mean_grad")
 def check_clipped_mean_grad(fn):
     rng = exercise_rng(4)
@@ -49,51 +89,27 @@ def check_clipped_mean_grad(fn):
         return f32(rng.normal(size=(n, d)) * 1.5), f32(rng.normal(size=(n,)) * 2.0)
 
     xs, ys = data(b)
-    per = _per_example_grads(_loss_4(Spy(), d), params, xs, ys)
-    norms = sample_norms(per)
-    # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
-    # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
-    max_norm = float(np.round(np.median(norms), 2))
-    small = round(max_norm / 10, 3)
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    ref = _expected(params, xs, ys)
+    max_norm, small, want, want_small = ref["max_norm"], ref["small"], ref["want"], ref["want_small"]
     spy = Spy()
     got = call(fn, _loss_4(spy, d), params, xs, ys, max_norm)
     expect_used("loss_fn", spy)
-    want = clipped_mean(per, max_norm)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
     if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
         raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。クリップした勾配を、最後にサンプルについて平均してください。")
     got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
-    want_small = clipped_mean(per, small)
     if not (tree_close(got, want) and tree_close(got_small, want_small)):
-        mistakes = {
-            "no_clip": "勾配がクリップされていません。ノルムが max_norm を超えるサンプルは max_norm / ノルム 倍に縮めます。",
-            "clip_after_mean": "平均してからクリップしています。クリップはサンプルごと（平均する前）に行います。",
-            "per_leaf": "葉ごとに別々のノルムでクリップしています。ノルムはすべての葉をまとめた 1 本のベクトルのノルムです。",
-            "scale_all": "ノルムが max_norm 以下のサンプルまで大きくしています。倍率は min(1, max_norm / ノルム) です。",
-            "sum": "サンプルについて平均ではなく合計しています。",
-        }
-        alt, alt_small = clipping_mistakes(per, max_norm), clipping_mistakes(per, small)
-        for key, msg in mistakes.items():
-            if tree_close(got, alt[key]) and tree_close(got_small, alt_small[key]):
+        for key, msg in _MISTAKES.items():
+            alt, alt_small = ref["mistakes"][key]
+            if tree_close(got, alt) and tree_close(got_small, alt_small):
                 raise Fail(msg)
-        import jax
-
-        def elementwise(c):   # 要素ごとに ±max_norm で切る（jnp.clip）
-            return jax.tree.map(lambda v: np.clip(v, -c, c).mean(0), per)
-
-        def squared(c):       # ノルムの 2 乗（sqrt なし）で倍率を決める
-            s = np.minimum(1.0, c / sample_norms(per) ** 2)
-            return jax.tree.map(lambda v: (v * s.reshape((-1,) + (1,) * (v.ndim - 1))).mean(0), per)
-        if tree_close(got, elementwise(max_norm)) and tree_close(got_small, elementwise(small)):
-            raise Fail("勾配を要素ごとに ±max_norm でクリップしています。ベクトル全体のノルムで、g_i を min(1, max_norm / ||g_i||) 倍します。")
-        if tree_close(got, squared(max_norm)) and tree_close(got_small, squared(small)):
-            raise Fail("倍率をノルムの 2 乗で決めています。ノルムは 2 乗和の平方根（jnp.sqrt）です。")
     expect_tree(got, want, "clipped_mean_grad の結果",
                  hint="g_i を min(1, max_norm / ||g_i||) 倍して平均します。")
     expect_tree(got_small, want_small, f"max_norm={fmt(small)}（全サンプルをクリップする値）のときの結果",
                  hint="max_norm は引数の値を使います。")
     expect_no_batch_loop(fn, lambda n: (_loss_4(Spy(), d), params, *data(n), max_norm))
-    clipped = int((norms > max_norm).sum())
+    clipped = ref["clipped"]
     return f"別の loss_fn と {b} サンプル（うち {clipped} 件をクリップ）で一致し、jaxpr はバッチの大きさに依存しません。"
 
 

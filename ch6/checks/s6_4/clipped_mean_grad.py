@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, call, exercise, expect_close, f32, jaxpr_primitives, jaxpr_size
+from ...recorded import recorded
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
 from .common import exercise_rng, matches, shape_of
 
@@ -44,6 +45,7 @@ def _tree_map(f, *trees):
     return jax.tree.map(f, *trees)
 
 
+@recorded
 def user_grads(per, users: np.ndarray, num_users: int, reduce: str = "mean"):
     """サンプルごとの勾配 per を利用者ごとにまとめる（葉の先頭が利用者の軸 (U, ...)）。reduce は mean か sum。"""
     counts = np.bincount(users, minlength=num_users).astype(np.float64)
@@ -63,8 +65,9 @@ def _users(rng, b: int, num_users: int) -> np.ndarray:
     return rng.permutation(users).astype(np.int32)
 
 
+@recorded
 def _mistakes(per, users, num_users, max_norm, b):
-    """よくある誤りの値と、その説明。"""
+    """よくある誤りの値（並びは :func:`_mistake_texts` の説明と同じ）。"""
     g_user = user_grads(per, users, num_users)
     sums = user_grads(per, users, num_users, "sum")
     at_user = clipping_mistakes(g_user, max_norm)
@@ -73,17 +76,46 @@ def _mistakes(per, users, num_users, max_norm, b):
     per_sample_then_user = clipped_mean(user_grads(
         _tree_map(lambda v: v * np.minimum(1.0, max_norm / sample_norms(per)).reshape((-1,) + (1,) * (v.ndim - 1)), per),
         users, num_users), np.inf)
+    return [sample_clip, per_sample_then_user, clipped_mean(sums, max_norm), _tree_map(lambda v: v / b, clipped_user),
+            at_user["no_clip"], at_user["clip_after_mean"], at_user["per_leaf"], at_user["scale_all"], clipped_user]
+
+
+def _mistake_texts(b, num_users) -> list[str]:
+    """:func:`_mistakes` の値それぞれの説明。"""
     return [
-        (sample_clip, "サンプルごとにクリップしています（6.1-4 と同じ）。利用者ごとの平均勾配 G_u を作ってから、G_u をクリップします。"),
-        (per_sample_then_user, "サンプルごとにクリップしてから利用者ごとにまとめています。クリップは、利用者ごとにまとめた G_u に対して行います。"),
-        (clipped_mean(sums, max_norm), "利用者ごとの勾配を合計でまとめています。G_u はその利用者のサンプルの勾配の平均です。"),
-        (_tree_map(lambda v: v / b, clipped_user), f"サンプルの数 {b} で割っています。クリップした G_u は利用者の数 num_users で平均します。"),
-        (at_user["no_clip"], "クリップなしの平均と同じ値なので、クリップが効いていません。G_u ごとに min(1, max_norm/‖G_u‖) 倍してから平均します。"),
-        (at_user["clip_after_mean"], "利用者について平均してからクリップしています。クリップは平均の前に、利用者ごとに行います。"),
-        (at_user["per_leaf"], "葉ごとに別々のノルムでクリップしています。ノルムは 1 人の利用者のすべての葉をまとめて 1 つです。"),
-        (at_user["scale_all"], "ノルムが max_norm 以下の利用者まで max_norm に伸ばしています。倍率は min(1, max_norm/‖G_u‖) です。"),
-        (clipped_user, f"正しい値のちょうど {num_users} 倍（利用者の数倍）なので、合計になっています。利用者について平均します。"),
+        "サンプルごとにクリップしています（6.1-4 と同じ）。利用者ごとの平均勾配 G_u を作ってから、G_u をクリップします。",
+        "サンプルごとにクリップしてから利用者ごとにまとめています。クリップは、利用者ごとにまとめた G_u に対して行います。",
+        "利用者ごとの勾配を合計でまとめています。G_u はその利用者のサンプルの勾配の平均です。",
+        f"サンプルの数 {b} で割っています。クリップした G_u は利用者の数 num_users で平均します。",
+        "クリップなしの平均と同じ値なので、クリップが効いていません。G_u ごとに min(1, max_norm/‖G_u‖) 倍してから平均します。",
+        "利用者について平均してからクリップしています。クリップは平均の前に、利用者ごとに行います。",
+        "葉ごとに別々のノルムでクリップしています。ノルムは 1 人の利用者のすべての葉をまとめて 1 つです。",
+        "ノルムが max_norm 以下の利用者まで max_norm に伸ばしています。倍率は min(1, max_norm/‖G_u‖) です。",
+        f"正しい値のちょうど {num_users} 倍（利用者の数倍）なので、合計になっています。利用者について平均します。",
     ]
+
+
+@recorded
+def _expected(params, x, y, noise, users, num_users, users2, num_users2) -> dict:
+    """隠し入力での参照の値: 利用者 0 の y を予測の近くに置き換えた y、境目の max_norm、そこでの正しい値、誤りの値
+    （:func:`_mistakes`）、別の割り当て users2（利用者 num_users2 人）での正しい値、クリップされる利用者の数。"""
+    y = _with_small_user0(params, x, y, noise, users)
+    per = _grads2_np(params, x, y)
+    g_user = user_grads(per, users, num_users)
+    norms = sample_norms(g_user)
+    low = np.sort(norms)
+    # ノルムの小さい 2 人（1 件だけの利用者 0 と、何件もある利用者）はクリップされず、ほかの 3 人はクリップされる
+    max_norm = float(low[1] + low[2]) / 2
+    return {"max_norm": max_norm, "clipped": int((norms > max_norm).sum()), "want": clipped_mean(g_user, max_norm),
+            "mistakes": _mistakes(per, users, num_users, max_norm, len(users)),
+            "want2": clipped_mean(user_grads(per, users2, num_users2), max_norm)}
+
+
+def _with_small_user0(params, x, y, noise, users):
+    """利用者 0 の y を予測の近くに置き換えた y（利用者 0 の勾配は小さい）。"""
+    y = y.copy()
+    y[users == 0] = _predict_np(params, x[users == 0]) + noise
+    return y
 
 
 def _magnitude(x) -> float:
@@ -103,14 +135,12 @@ def check_clipped_mean_grad(fn):
         return {"x": f32(rng.normal(size=(n, d))), "y": f32(rng.normal(size=(n, h)))}
 
     data, users = batch(b), _users(rng, b, num_users)
-    data["y"][users == 0] = _predict_np(params, data["x"][users == 0]) + f32(0.05 * rng.normal(size=(1, h)))  # 利用者 0 の勾配は小さい
-    per = _grads2_np(params, data["x"], data["y"])
-    g_user = user_grads(per, users, num_users)
-    norms = sample_norms(g_user)
-    low = np.sort(norms)
-    # ノルムの小さい 2 人（1 件だけの利用者 0 と、何件もある利用者）はクリップされず、ほかの 3 人はクリップされる
-    max_norm = float(low[1] + low[2]) / 2
-    want = clipped_mean(g_user, max_norm)
+    raw_y, noise = data["y"], f32(0.05 * rng.normal(size=(1, h)))
+    data["y"] = _with_small_user0(params, data["x"], raw_y, noise, users)
+    users2 = _users(rng, b, 3)
+    # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    expected = _expected(params, data["x"], raw_y, noise, users, num_users, users2, 3)
+    max_norm, want = expected["max_norm"], expected["want"]
     got = call(fn, _loss2, params, data, users, num_users, max_norm)
 
     structure = jax.tree.structure(params)
@@ -131,16 +161,14 @@ def check_clipped_mean_grad(fn):
                    for a, c, w in zip(jax.tree.leaves(got), jax.tree.leaves(cand), jax.tree.leaves(want)))
 
     if not same(want):
-        for cand, why in _mistakes(per, users, num_users, max_norm, b):
+        for cand, why in zip(expected["mistakes"], _mistake_texts(b, num_users)):
             if same(cand):
                 raise Fail(why)
         for name, leaf, ref in zip(names, jax.tree.leaves(got), jax.tree.leaves(want)):
             expect_close(leaf, ref, f"葉 {name}", rtol=1e-3, atol=1e-5,
                          )
     # 利用者の並びを変え、利用者の数も変えて、もう一度（決め打ちと、利用者ごとの Python ループを見つける）
-    users2 = _users(rng, b, 3)
-    g2 = user_grads(per, users2, 3)
-    _expect_close_tree(call(fn, _loss2, params, data, users2, 3, max_norm), clipped_mean(g2, max_norm), names,
+    _expect_close_tree(call(fn, _loss2, params, data, users2, 3, max_norm), expected["want2"], names,
                       "num_users=3、別の割り当てのとき")
     sizes = []
     for u in (3, 6):
@@ -161,7 +189,7 @@ def check_clipped_mean_grad(fn):
     if loops:
         raise Fail(f"jaxpr に {', '.join(sorted(loops))} があるので、1 件ずつ（または 1 人ずつ）回しています。"
                    "vmap と segment_sum で一度にまとめてください。")
-    n_clipped = int((norms > max_norm).sum())
+    n_clipped = expected["clipped"]
     return f"{b} サンプル・利用者 {num_users} 人（{n_clipped} 人をクリップ）と別の割り当てで一致し、jaxpr も大きさに依存しません。"
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, f32
-from ...meshes import mesh_1d, mesh_2d
+from ...meshes import mesh_1d, mesh_2d, mesh_2d_shape
+from ...recorded import input_devices, recorded
 from .common import exercise_rng
 
 # 6.4-4 -------------------------------------------------------------------------------
@@ -32,21 +33,25 @@ def _names(mesh) -> str:
     return "・".join(repr(a) for a in mesh.axis_names)
 
 
+@recorded
 def fsdp_axis(shape, k):
     """規則: 長さが k で割り切れる軸のうち、いちばん長い軸（同じ長さなら前の軸）。なければ None。"""
     divisible = [i for i, s in enumerate(shape) if s % k == 0]
     return max(divisible, key=lambda i: (shape[i], -i)) if divisible else None
 
 
+@recorded
 def _first_axis(shape, k):
     return next((i for i, s in enumerate(shape) if s % k == 0), None)
 
 
+@recorded
 def _last_axis(shape, k):
     divisible = [i for i, s in enumerate(shape) if s % k == 0]
     return divisible[-1] if divisible else None
 
 
+@recorded
 def _longest_last_axis(shape, k):
     divisible = [i for i, s in enumerate(shape) if s % k == 0]
     return max(divisible, key=lambda i: (shape[i], i)) if divisible else None
@@ -58,13 +63,32 @@ def _entries(spec, ndim):
     return tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in items)
 
 
-def _spec_of(axis, ndim):
+@recorded
+def _expected(shapes, k, n_mesh):
+    """葉の形 shapes それぞれについて、data 軸の大きさ k のメッシュ（デバイス n_mesh 個）での期待: 規則の軸 axis、
+    その spec（spec は文字列、entries は :func:`_entries` の形）、名指しする誤りの軸（by_mesh: 全デバイス数 n_mesh で
+    割り切れるかを調べたとき、longest_last・first・last: 同じ長さなら後ろの軸、割り切れる最初の軸、最後の軸）。"""
     from jax.sharding import PartitionSpec as P
 
-    return P() if axis is None else P(*[None] * axis, "data")
+    out = []
+    for shape in shapes:
+        axis = fsdp_axis(shape, k)
+        spec = P() if axis is None else P(*[None] * axis, "data")
+        out.append({"axis": axis, "spec": str(spec), "entries": _entries(spec, len(shape)),
+                    "by_mesh": fsdp_axis(shape, n_mesh), "longest_last": _longest_last_axis(shape, k),
+                    "first": _first_axis(shape, k), "last": _last_axis(shape, k)})
+    return out
 
 
-def _check_fsdp_on(fn, mesh, tree, label):
+def _expected_on(mesh, tree) -> list[dict]:
+    """隠しの pytree の葉それぞれの期待（:func:`_expected`。葉は jax.tree.leaves の順）。"""
+    import jax
+
+    shapes = [tuple(int(s) for s in np.shape(leaf)) for leaf in jax.tree.leaves(tree)]
+    return _expected(shapes, mesh.shape["data"], mesh.devices.size)
+
+
+def _check_fsdp_on(fn, mesh, tree, label, expected):
     import jax
     from jax.sharding import NamedSharding
 
@@ -81,7 +105,7 @@ def _check_fsdp_on(fn, mesh, tree, label):
         raise Fail(f"{label}: 戻り値の pytree の構造が入力と違います。jax.tree.map で葉ごとに配置してください。")
     mesh_devices = set(mesh.devices.flat)
     total_in = total_out = 0
-    for (path, leaf), want in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(tree)):
+    for (path, leaf), want, exp in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(tree), expected):
         name = jax.tree_util.keystr(path)
         if not isinstance(leaf, jax.Array):
             raise Fail(f"{label}: 葉 {name} が {type(leaf).__name__} です。jax.device_put で jax.Array にしてください。")
@@ -103,25 +127,24 @@ def _check_fsdp_on(fn, mesh, tree, label):
             raise Fail(f"{label}: 葉 {name} が、渡された mesh とはデバイスの並びが違うメッシュに配置されています。"
                        "NamedSharding には引数の mesh を使ってください。")
         shape = want.shape
-        axis = fsdp_axis(shape, k)
-        want_spec = _spec_of(axis, len(shape))
+        axis = exp["axis"]
         total_in += want.nbytes
         total_out += int(np.prod(sh.shard_shape(leaf.shape))) * leaf.dtype.itemsize
         got_entries = _entries(sh.spec, len(shape))
-        if got_entries == _entries(want_spec, len(shape)):
+        if got_entries == exp["entries"]:
             continue
-        seen = f"（spec は {want_spec} のはずが {sh.spec}）"
+        seen = f"（spec は {exp['spec']} のはずが {sh.spec}）"
         others = sorted({a for e in got_entries for a in e} - {"data"})
         if others:
             raise Fail(f"{label}: 葉 {name}（形 {shape}）を {', '.join(others)} 軸でも分割しています{seen}。"
                        "'data' 軸だけで分割し、ほかの軸（model など）は使いません。")
         split = [i for i, e in enumerate(got_entries) if "data" in e]
-        if split and split[0] == (fsdp_axis(shape, n_mesh) if n_mesh != k else None):
+        if split and n_mesh != k and split[0] == exp["by_mesh"]:
             hint = f"割り切れるかは全デバイス数 {n_mesh} ではなく、mesh.shape['data'] = {k} で調べます。"
         elif not split:
             if axis is None:  # ここには来ない（期待も複製なら spec は一致している）
                 hint = ""
-            elif fsdp_axis(shape, n_mesh) is None and n_mesh != k:
+            elif exp["by_mesh"] is None and n_mesh != k:
                 hint = f"割り切れるかは全デバイス数 {n_mesh} ではなく、mesh.shape['data'] = {k} で調べます。"
             elif len(shape) == 1:
                 hint = "1 次元の葉（バイアスなど）も分割の対象です。"
@@ -135,11 +158,11 @@ def _check_fsdp_on(fn, mesh, tree, label):
             j = split[0]
             if axis is None:
                 hint = f"どの軸も {k} で割り切れないので、複製（P()）にします。"
-            elif j == _longest_last_axis(shape, k):
+            elif j == exp["longest_last"]:
                 hint = "いちばん長い軸が複数あるときは、前の軸を選びます。"
-            elif j == _first_axis(shape, k):
+            elif j == exp["first"]:
                 hint = "割り切れる最初の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
-            elif j == _last_axis(shape, k):
+            elif j == exp["last"]:
                 hint = "割り切れる最後の軸ではなく、割り切れる軸のうちいちばん長い軸を選びます。"
             else:
                 hint = "割り切れる軸のうちいちばん長い軸（同じ長さなら前の軸）を選びます。"
@@ -153,16 +176,25 @@ def _check_fsdp_on(fn, mesh, tree, label):
 def check_fsdp_shard(fn):
     import jax
 
-    n = jax.device_count()
+    # 隠し入力はデバイス 8 個まで（記録の範囲）。それより多いときは先頭の 8 個でメッシュを作る
+    n = input_devices()
+    everything = n == jax.device_count()
     rng = exercise_rng(4)
-    mesh1 = mesh_1d("data")
-    t_in, t_out = _check_fsdp_on(fn, mesh1, _fsdp_tree(rng, n), f"1 次元メッシュ（data={n}）")
-    mesh2 = mesh_2d(("data", "model"))  # 偶数なら (n/2, 2)、奇数なら (n, 1)
+    mesh1 = mesh_1d("data") if everything else jax.make_mesh((n,), ("data",), devices=jax.devices()[:n])
+    # 偶数なら (n/2, 2)、奇数なら (n, 1)
+    mesh2 = (mesh_2d(("data", "model")) if everything
+             else jax.make_mesh(mesh_2d_shape(n), ("data", "model"), devices=jax.devices()[:n]))
     k, n_model = mesh2.shape["data"], mesh2.shape["model"]
-    _check_fsdp_on(fn, mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")
+    cases = [(mesh1, _fsdp_tree(rng, n), f"1 次元メッシュ（data={n}）"),
+             (mesh2, _fsdp_tree(rng, k), f"2 次元メッシュ（data={k}, model={n_model}）")]
     if n % 2 == 1 and n > 1:  # 奇数: 2 次元メッシュの data は全デバイス数と同じなので、一部のデバイスのメッシュも使う
         sub = jax.make_mesh((n - 1,), ("data",), devices=jax.devices()[: n - 1])
-        _check_fsdp_on(fn, sub, _fsdp_tree(rng, n - 1), f"デバイス {n - 1} 個のメッシュ（data={n - 1}）")
+        cases.append((sub, _fsdp_tree(rng, n - 1), f"デバイス {n - 1} 個のメッシュ（data={n - 1}）"))
+    # 期待はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
+    expected = [_expected_on(mesh, tree) for mesh, tree, _ in cases]
+    t_in, t_out = _check_fsdp_on(fn, *cases[0], expected[0])
+    for case, exp in zip(cases[1:], expected[1:]):
+        _check_fsdp_on(fn, *case, exp)
     if n == 1:
         return ("各葉は割り切れる最も長い軸を 'data' だけで分割しています。1 デバイスではどの軸も 1 で割り切れるので、"
                 "割り切れるかの調べ方の誤りはこの環境では確かめられません。")

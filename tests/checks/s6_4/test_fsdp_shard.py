@@ -5,6 +5,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ch6.recorded import input_devices
 from tests.checkhelp import boom, expect, not_done
 from tests.checks.s6_4.common import axis_by, fsdp_ref, longest, place
 
@@ -57,7 +58,7 @@ def test_6_4_4_which_axis(pick, words):
 
 
 def test_6_4_4_wrong():
-    n = jax.device_count()
+    n = input_devices()  # チェックがメッシュに使うデバイスの数（8 個まで: 記録の範囲）
     expect("6.4-4", lambda t, m: jax.tree.map(lambda a: jax.device_put(a, NamedSharding(m, P())), t),
            "fail", "分割されていません")
     expect("6.4-4", lambda t, m: place(t, m, m.shape["data"], only_2d=True), "fail",
@@ -65,7 +66,8 @@ def test_6_4_4_wrong():
     if n > 2:
         # jax.device_count() で割り切れるかを調べてしまう誤り。2 次元メッシュ（偶数）か、
         # 一部のデバイスのメッシュ（奇数）で data の大きさが全デバイス数と違うときに見つかる
-        expect("6.4-4", lambda t, m: place(t, m, jax.device_count()), "fail", "mesh.shape['data']")
+        # （9 個以上ではチェックは先頭の 8 個を使うので、その数で）
+        expect("6.4-4", lambda t, m: place(t, m, input_devices()), "fail", "mesh.shape['data']")
     if n > 1:
         expect("6.4-4", lambda t, m: jax.device_put(t, jax.devices()[0]), "fail", "メッシュのデバイス", "個でした")
     else:
