@@ -15,7 +15,7 @@ import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, f32, is_close, walk
 from ...recorded import recorded
-from .common import compile_events, rng
+from .common import compile_events, measuring_device, placed_inputs, rng
 
 TIE = 1.05  # FLOP がいちばん少ない候補の 1.05 倍以内なら、同じ FLOP とみなす（問題文の約束）
 
@@ -52,24 +52,6 @@ def policies() -> dict:
     return {"none": None, "everything_saveable": cp.everything_saveable, "nothing_saveable": cp.nothing_saveable,
             "dots_saveable": cp.dots_saveable, "only_up_gate": cp.save_only_these_names("up", "gate"),
             "only_act": cp.save_only_these_names("act")}
-
-
-def measuring_device():
-    """隠し入力を置くデバイス: CPU（なければ既定のデバイス）。学習者の関数も表も、隠し入力の FLOP と一時領域を
-    CPU で測るので、どのマシンでも同じ表と同じ判定になり、学習者版は作るときに記録した表を引けます。"""
-    import jax
-
-    try:
-        return jax.devices("cpu")[0]
-    except RuntimeError:  # JAX_PLATFORMS で CPU を外したとき
-        return jax.devices()[0]
-
-
-def placed_inputs(shift: float = 0.0):
-    """:func:`hidden_inputs` を :func:`measuring_device` に置いたもの（学習者に渡す params と x）。"""
-    import jax
-
-    return jax.device_put(hidden_inputs(shift), measuring_device())
 
 
 def hidden_inputs(shift: float = 0.0):

@@ -1,12 +1,11 @@
 """6.7-3 fewest_microbatches: 参照と別の正解は通り、いちばん大きい k、予算ちょうどを飛ばす（<）、2 のべき乗だけ、
-None を返さない、一時領域の値の違い、引数や出力まで数える答え、static_argnums を忘れる答えはそれぞれの言葉で落ちる。"""
+None を返さない、一時領域の値の違い、引数や出力まで数える答え、static_argnums を忘れる答えはそれぞれの言葉で落ちる。
+一時領域が k によらないバックエンド（memory_analysis() の差し替え）での同じテストは test_microbatch_budget_chip.py に。"""
 import re
-import types
 
 import jax
 import pytest
 
-from ch6.checking import CANNOT_TELL
 from tests.checkhelp import boom, expect, expect_named_or_untold, not_done
 
 
@@ -42,19 +41,10 @@ def measure_all(accumulate, loss_fn, params, batch, budget):
     return [fits[0], temps[fits[0]]] if fits else [None, None]
 
 
-@pytest.fixture(params=["as-is", "temp0"])
-def backend_memory(request, monkeypatch):
-    """このバックエンドのまま、と TPU v5e のように一時領域がどの k でも 0 のとき（チップで見つけた: そこでは見分けられない
-    誤りがあり、✅ の行がそれを名指しする）。"""
-    if request.param == "temp0":
-        real = jax.stages.Compiled.memory_analysis
-
-        def flat(self):
-            m = real(self)
-            return types.SimpleNamespace(temp_size_in_bytes=0, argument_size_in_bytes=m.argument_size_in_bytes,
-                                         output_size_in_bytes=m.output_size_in_bytes)
-        monkeypatch.setattr(jax.stages.Compiled, "memory_analysis", flat)
-    return request.param
+@pytest.fixture
+def backend_memory():
+    """このバックエンドのまま（test_microbatch_budget_chip.py は、一時領域がどの k でも 0 のときに差し替える）。"""
+    return "as-is"
 
 
 @pytest.mark.parametrize("fn", [make(), measure_all])
@@ -124,25 +114,3 @@ def test_tries_on_every_k_and_carried_temps_and_bare_none_are_named(backend_memo
         return (k, None if k is None else _temp(acc, f, p, b, 1))
     expect_named_or_untold("6.7-3", carries_first_temp, "k = 1 の一時領域を返す誤り", "一時領域は k = 1 の",
                            "選んだ k でコンパイルした")
-
-
-@pytest.fixture(params=[0, 4096], ids=["temp0", "temp-flat"])
-def chip_memory(request, monkeypatch):
-    """TPU のように、memory_analysis() の一時領域が k によらず同じ（v5e で scan の k = 1..6 はどれも 0）。"""
-    real = jax.stages.Compiled.memory_analysis
-
-    def flat(self):
-        m = real(self)
-        return types.SimpleNamespace(temp_size_in_bytes=request.param, argument_size_in_bytes=m.argument_size_in_bytes,
-                                     output_size_in_bytes=m.output_size_in_bytes)
-    monkeypatch.setattr(jax.stages.Compiled, "memory_analysis", flat)
-
-
-def test_on_a_chip_whose_temps_do_not_change_with_k(chip_memory):
-    # 見分けられる誤りは落ち、見分けられない誤りは ✅ の行が「確かめられません」と断る
-    msg = expect("6.7-3", make(), "pass", CANNOT_TELL, "2 のべき乗だけを試す誤り", "k = 1 の一時領域を返す誤り")
-    assert "予算ちょうどを収まらないとする誤り" not in msg
-    expect("6.7-3", make(none=None), "fail", "2 つ組")
-    expect("6.7-3", make(candidates=lambda n: list(range(1, n + 1))), "fail", "約数ではない", "reshape")
-    expect("6.7-3", make(strict=True), "fail", "予算ちょうどを収まらないとした", "<=")
-    expect("6.7-3", make(candidates=lambda n: [k for k in (1, 2, 4, 8, 16) if n % k == 0]), "pass", CANNOT_TELL)
