@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise
+from ..lesson_calls import lesson_calls
 from .common import exercise_rng
 
 # 必須: w (入力, 出力) の float32 -> (q int8 (入力, 出力), scale float32 (出力,))。scale[j] = max|w[:, j]| / 127、
@@ -89,7 +90,11 @@ def _divides_by_zero(fn, w) -> bool:
 @exercise("6.10-5", "quantize")
 def check_quantize(fn):
     for w in _inputs():
-        q, scale = _arrays(call(fn, w.copy()), w)
+        with lesson_calls(fn, "ch6.serving", "quantize_int8") as called:
+            result = call(fn, w.copy())
+        if called:
+            raise Fail("本編の serving.quantize_int8 を呼んでいます。列ごとの scale と q を、この関数の中で自分で計算してください。")
+        q, scale = _arrays(result, w)
         cols = w.shape[1]
         if scale.shape == ():
             raise Fail("scale がスカラー（行列全体で 1 つ）です。外れ値の列があるとほかの列の精度が落ちるので、"

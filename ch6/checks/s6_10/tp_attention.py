@@ -5,6 +5,7 @@ import numpy as np
 
 from ... import meshes
 from ...checking import PSUM_NAMES, Fail, LearnerError, call, cannot_tell, exercise, n_devices, traced_eqns
+from ..lesson_calls import lesson_calls
 from .common import AXIS, exercise_rng
 
 # 必須: 受け持つヘッドだけでアテンションと wo の射影を計算し、lax.psum で 1 回だけ足す。K/V は集めない。
@@ -88,7 +89,8 @@ def check_decode_attention_tp(fn):
     g = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=P()))
     args = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip((q, k, v, pos, wo), specs)]
     try:
-        got = call(g, *args)
+        with lesson_calls(fn, "ch6.serving", "attend") as called:
+            got = call(g, *args)
     except LearnerError as exc:
         msg = str(exc.exc)
         if "unbound axis name" in msg or (isinstance(exc.exc, AssertionError) and not msg.strip()):
@@ -100,6 +102,9 @@ def check_decode_attention_tp(fn):
             raise Fail("戻り値がデバイスごとに違うまま（varying）です。各デバイスの値は受け持つヘッドの部分和なので、"
                        f"wo を掛けた後に lax.psum(…, '{AXIS}') で足します。") from None
         raise
+    if called:
+        raise Fail("本編の serving.attend を呼んでいます。受け持つヘッドのスコア、マスク、ソフトマックスを、"
+                   "この関数の中で自分で書いてください。")
     shape = tuple(getattr(got, "shape", ())) if hasattr(got, "shape") else None
     want = _reference(q, k, v, pos, wo)
     if shape is not None and len(shape) == 3 and shape[0] == want.shape[0] and shape[2] == q.shape[2]:

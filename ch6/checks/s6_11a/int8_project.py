@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, exercise, expect_close, fmt, traced_eqns
+from ..lesson_calls import lesson_calls
 from .common import exercise_rng
 
 # 必須: x (B, S, D)、q int8 (F, D)、scale float32 (F, 1) → (B, S, F)、dtype は x と同じ。値は x · (q × scale)ᵀ。
@@ -81,12 +82,16 @@ def check_int8_project(fn):
         b, s, _ = x.shape
         f = q.shape[0]
         try:
-            got = call(fn, x, q, scale)
+            with lesson_calls(fn, "ch6.serving", "project") as called:
+                got = call(fn, x, q, scale)
         except LearnerError as err:
             if "broadcast" in str(err.exc).lower() or "incompatible shapes" in str(err.exc).lower():
                 raise Fail(f"形 {fmt(tuple(scale.shape))} の scale を、長さ 1 の軸を残したまま出力に掛けています。"
                            "scale[:, 0] などで形 (F,) にしてから掛けます。") from None
             raise
+        if called:
+            raise Fail("本編の serving.project を呼んでいます。q を x の型に変えた縮約と、その後のスケールの掛け算を、"
+                       "この関数の中で自分で書いてください。")
         if not hasattr(got, "shape") or not hasattr(got, "dtype"):
             raise Fail(f"戻り値は配列のはずが、{type(got).__name__} でした。")
         if tuple(got.shape) != (b, s, f):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ch6 import Status
+from ch6 import Status, serving
 from tests.checkhelp import boom, expect, not_done
 
 EX = "6.10-5"
@@ -29,6 +29,15 @@ def test_reference_and_numpy_pass():
         scale = np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
         return np.rint(w / scale).astype(np.int8), scale
     expect(EX, with_numpy, Status.PASS)
+
+
+def test_calling_the_lessons_library_function_is_named():
+    """監査（issue 47）: 本編の serving.quantize_int8 を呼んでスケールの形を直すだけの答えが通っていた。"""
+    def one_line(w):
+        q, scale = serving.quantize_int8(w, (0,))
+        return q, scale.reshape(-1)
+
+    expect(EX, one_line, Status.FAIL, "serving.quantize_int8 を呼んでいます", "自分で計算してください")
 
 
 def test_named_mistakes():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from ch6 import Status
+from ch6 import Status, serving
 from ch6.checking import CANNOT_TELL
 from tests.checkhelp import N, boom, expect, not_done
 
@@ -84,6 +84,16 @@ def test_pmean_is_named_or_the_pass_line_says_one_device_cannot_tell():
 def test_the_pass_line_names_what_one_device_cannot_tell():
     msg = expect(EX, make(), Status.PASS)
     assert (CANNOT_TELL in msg) == (N == 1), msg
+
+
+def test_calling_the_lessons_library_function_is_named():
+    """監査（issue 47）: 本編の serving.attend（本編のデコードのセルと同じ呼び方）に wo と psum を足すだけの答えが通っていた。"""
+    def one_line(q, k_cache, v_cache, pos, wo):
+        mask = (jnp.arange(k_cache.shape[1])[None, :] <= pos[:, None])[:, None]
+        out = serving.attend(q[:, None], k_cache, v_cache, mask)[:, 0]
+        return lax.psum(jnp.einsum("bhe,hed->bd", out, wo), "model")
+
+    expect(EX, one_line, Status.FAIL, "serving.attend を呼んでいます", "自分で書いてください")
 
 
 def test_a_missing_wo_is_named_from_the_shape():

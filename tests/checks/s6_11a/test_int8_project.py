@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ch6 import Status
+from ch6 import Status, serving
 from tests.checkhelp import boom, expect, not_done
 
 EX = "6.11a-2"
@@ -19,6 +19,14 @@ def test_reference_and_other_correct_answers_pass():
     expect(EX, lambda x, q, s: ((x @ q.astype(x.dtype).T) * s.T).astype(x.dtype), Status.PASS)
     expect(EX, lambda x, q, s: (jnp.einsum("bsd,fd->bsf", x, q.astype(x.dtype)) * jnp.squeeze(s, 1)
                                 .astype(x.dtype)).astype(x.dtype), Status.PASS)
+
+
+def test_calling_the_lessons_library_function_is_named():
+    """監査（issue 47）: 本編の serving.project を呼ぶ 1 行が、重みの大きさの演算を作らないので通っていた。"""
+    def one_line(x, q, scale):
+        return serving.project("bsd,fd->bsf", x, {"q": q, "scale": scale})
+
+    expect(EX, one_line, Status.FAIL, "serving.project を呼んでいます", "自分で書いてください")
 
 
 def test_named_mistakes():

@@ -6,6 +6,7 @@ from jax import lax
 
 from ch6 import Status, overlap
 from ch6.checking import CANNOT_TELL
+from ch6.overlap import allgather_matmul
 from tests.checkhelp import N, boom, expect, not_done
 
 
@@ -59,7 +60,16 @@ def test_reference_and_other_correct_answers_pass():
     assert (CANNOT_TELL in msg) == (N <= 2), msg
     expect("6.11b-1", mirrored, Status.PASS)
     expect("6.11b-1", by_sum, Status.PASS)
-    expect("6.11b-1", lambda x, w, a: overlap.allgather_matmul(x, w, a, "two"), Status.PASS)
+
+
+def test_calling_the_lessons_library_function_is_named():
+    """監査（issue 47）: 本編の overlap.allgather_matmul(..., direction="two") を呼ぶ 1 行が、値も ppermute の組も同じで通っていた。"""
+    def one_line(x, w, axis_name):
+        return overlap.allgather_matmul(x, w, axis_name, direction="two")
+
+    expect("6.11b-1", one_line, Status.FAIL, "overlap.allgather_matmul を呼んでいます", "自分で書いてください")
+    expect("6.11b-1", lambda x, w, a: allgather_matmul(x, w, a, "two"), Status.FAIL, "overlap.allgather_matmul")
+    assert overlap.allgather_matmul is allgather_matmul  # チェックの後は元の関数に戻っている
 
 
 def test_the_lessons_one_way_ring_is_named():
