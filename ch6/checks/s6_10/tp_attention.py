@@ -89,7 +89,7 @@ def check_decode_attention_tp(fn):
     g = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=P()))
     args = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip((q, k, v, pos, wo), specs)]
     try:
-        with lesson_calls(fn, "ch6.serving", "attend") as called:
+        with lesson_calls(fn, "ch6.serving", "attend", "attend_partial") as called:
             got = call(g, *args)
     except LearnerError as exc:
         msg = str(exc.exc)
@@ -103,7 +103,7 @@ def check_decode_attention_tp(fn):
                        f"wo を掛けた後に lax.psum(…, '{AXIS}') で足します。") from None
         raise
     if called:
-        raise Fail("本編の serving.attend を呼んでいます。受け持つヘッドのスコア、マスク、ソフトマックスを、"
+        raise Fail(f"本編の serving.{called[0]} を呼んでいます。受け持つヘッドのスコア、マスク、ソフトマックスを、"
                    "この関数の中で自分で書いてください。")
     shape = tuple(getattr(got, "shape", ())) if hasattr(got, "shape") else None
     want = _reference(q, k, v, pos, wo)

@@ -87,13 +87,20 @@ def test_the_pass_line_names_what_one_device_cannot_tell():
 
 
 def test_calling_the_lessons_library_function_is_named():
-    """監査（issue 47）: 本編の serving.attend（本編のデコードのセルと同じ呼び方）に wo と psum を足すだけの答えが通っていた。"""
+    """監査（issue 47）: 本編の serving.attend（本編のデコードのセルと同じ呼び方）か serving.attend_partial に、wo と psum を
+    足すだけの答えが通っていた。"""
     def one_line(q, k_cache, v_cache, pos, wo):
         mask = (jnp.arange(k_cache.shape[1])[None, :] <= pos[:, None])[:, None]
         out = serving.attend(q[:, None], k_cache, v_cache, mask)[:, 0]
         return lax.psum(jnp.einsum("bhe,hed->bd", out, wo), "model")
 
     expect(EX, one_line, Status.FAIL, "serving.attend を呼んでいます", "自分で書いてください")
+
+    def from_partials(q, k_cache, v_cache, pos, wo):  # 本編の系列分割のセルの attend_partial で、1 デバイス分を割る
+        _, ell, acc = serving.attend_partial(q, k_cache, v_cache, jnp.arange(k_cache.shape[1])[None] <= pos[:, None])
+        return lax.psum(jnp.einsum("bhe,hed->bd", acc / ell[..., None], wo), "model")
+
+    expect(EX, from_partials, Status.FAIL, "serving.attend_partial を呼んでいます")
 
 
 def test_a_missing_wo_is_named_from_the_shape():
