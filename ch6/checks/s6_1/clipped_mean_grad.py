@@ -32,21 +32,16 @@ def _params_4(rng, d, h):
             "head": f32(rng.normal(size=(h,)))}
 
 
-def _per_example_grads(loss_fn, params, xs, ys):
-    """参照: 1 件ずつ grad（チェック側なので素直なループ）。葉の先頭にサンプルの軸。"""
-    import jax
-
-    grads = [jax.grad(loss_fn)(params, x, y) for x, y in zip(xs, ys)]
-    return jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
-
-
 @recorded
 def _expected(params, xs, ys) -> dict:
     """隠し入力（params, xs, ys）での参照の値: 境目の max_norm と小さな値 small、そこでの正しい値と、名指しする誤りの値
     （キー → (max_norm での値, small での値)）、max_norm でクリップされるサンプルの数。"""
     import jax
 
-    per = _per_example_grads(_loss_4(Spy(), xs.shape[1]), params, xs, ys)
+    # サンプルごとの勾配: 1 件ずつ grad（チェック側なので素直なループ）。葉の先頭にサンプルの軸
+    loss_fn = _loss_4(Spy(), xs.shape[1])
+    grads = [jax.grad(loss_fn)(params, x, y) for x, y in zip(xs, ys)]
+    per = jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
     norms = sample_norms(per)
     # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
     # 全部を切り詰める小さな値（その 1/10）でも呼ぶ。2 つの値で、式のどの部分を落としても結果が変わる。
