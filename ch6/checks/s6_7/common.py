@@ -68,15 +68,10 @@ def measuring_device():
         return jax.devices()[0]
 
 
-def placed_inputs(shift: float = 0.0, inputs=None):
-    """隠し入力 inputs（pytree）を :func:`measuring_device` に置いたもの（学習者に渡す値）。inputs を省くと、6.7-4 の
-    隠しの params と x（``remat_budget.hidden_inputs(shift)``）。"""
+def placed_inputs(inputs):
+    """隠し入力 inputs（pytree）を :func:`measuring_device` に置いたもの（学習者に渡す値）。"""
     import jax
 
-    if inputs is None:
-        from .remat_budget import hidden_inputs
-
-        inputs = hidden_inputs(shift)
     return jax.device_put(inputs, measuring_device())
 
 

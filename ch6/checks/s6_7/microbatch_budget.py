@@ -21,7 +21,7 @@ _TABLES: dict[tuple, dict] = {}
 def _model():
     """隠しの params、batch（:func:`measuring_device` に置いたもの）と loss_fn。"""
     params, batch, loss_fn = tanh_model(rng(3), _B, 2, 1024)  # 一時領域が k とともに減る大きさ（活性化が重みより大きい）
-    params, batch = placed_inputs(inputs=(params, batch))
+    params, batch = placed_inputs((params, batch))
     return params, batch, loss_fn
 
 

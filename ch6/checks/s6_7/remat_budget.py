@@ -79,7 +79,7 @@ def measured(platform: str) -> dict:
     引数を除いた残差）のため。"""
     import jax
 
-    params, x = placed_inputs()
+    params, x = placed_inputs(hidden_inputs())
     args = sum(int(a.nbytes) for a in jax.tree.leaves((params, x)))
     rows = {}
     for name, policy in policies().items():
@@ -228,7 +228,7 @@ def _inspect(name: str, grad_fn, label: str) -> None:
     """返した勾配の関数: 値、2 回目以降にトレースもコンパイルもしないこと、jit されていること、方針がその名前のものか。"""
     import jax
 
-    inputs = [placed_inputs(shift) for shift in (0.0, 0.5, -0.25)]  # 数えはじめる前に配置しておく
+    inputs = [placed_inputs(hidden_inputs(shift)) for shift in (0.0, 0.5, -0.25)]  # 数えはじめる前に配置しておく
     want = jax.grad(make_loss(None))(*inputs[0])
     first = call(grad_fn, *inputs[0])
     if not _grads_like(first, want):
@@ -280,7 +280,7 @@ def _call(fn, *args):
 @exercise("6.7-4", "choose_remat")
 def check_choose_remat(fn):
     t = table()
-    params, x = placed_inputs()
+    params, x = placed_inputs(hidden_inputs())
     cases = scenarios(t)
     # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
     want = [pick(t, names, budget) for _, names, budget in cases]
