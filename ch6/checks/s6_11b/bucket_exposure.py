@@ -15,6 +15,7 @@ import math
 from ...checking import Fail, call, exercise
 from ...cost import all_gather_time, all_reduce_time, bucketed_allreduce_time
 from ...recorded import input_devices, recorded
+from ..lesson_calls import lesson_calls
 from .common import as_seconds, exercise_rng
 
 RTOL = 1e-6
@@ -140,7 +141,11 @@ def check_exposed_allreduce(fn):
     # 参照の値はすべて学習者を呼ぶ前に（学習者版では、作るときに記録した値を引く）
     want = [reference(*case[1:]) for case in todo]
     alts = [[reference(*case[1:], kind=kind) for case in todo] for kind, _ in MISTAKES]
-    got = [as_seconds(call(fn, list(sizes), bb, n, bw, tb, lat), label) for label, sizes, bb, n, bw, tb, lat in todo]
+    with lesson_calls(fn, "ch6.overlap", "buckets") as called:
+        got = [as_seconds(call(fn, list(sizes), bb, n, bw, tb, lat), label)
+               for label, sizes, bb, n, bw, tb, lat in todo]
+    if called:  # 問題文の必須: まとめ方は overlap.buckets と同じだが、使わずに書く
+        raise Fail("本編の overlap.buckets を呼んでいます。葉をバケットにまとめる処理も、この関数の中で自分で書いてください。")
     if all(_same(g, w) for g, w in zip(got, want)):
         return (f"大きさの違う葉の {len(todo)} 通り（上限より大きい葉、ちょうど上限、通信律速）で一致しました"
                 f"（例: {todo[0][0]} → {want[0] * 1e3:.3f} ms）。")

@@ -6,9 +6,9 @@ from ch6.recorded import input_devices
 from tests.checkhelp import boom, expect, not_done
 
 
-def with_library(sizes, bucket_bytes, n, bw, t_backward, latency):  # ch6.overlap.buckets と同じまとめ方
+def with_plan(sizes, bucket_bytes, n, bw, t_backward, latency, group_by=plan):  # 自分で書いたまとめ方（plan）
     end, done, grand = 0.0, 0, sum(sizes)
-    for group in overlap.buckets(sizes, bucket_bytes):
+    for group in group_by(sizes, bucket_bytes):
         nbytes = sum(sizes[i] for i in group)
         done += nbytes
         end = max(end, t_backward * done / grand) + cost.all_reduce_time(nbytes, n, bw) + latency
@@ -51,7 +51,14 @@ def test_hidden_cases_have_an_oversized_leaf_an_exact_fit_and_a_comm_bound_case(
 
 def test_reference_and_other_correct_answers_pass():
     expect("6.11b-3", variant(""), Status.PASS, "4 通り", "通信律速")
-    expect("6.11b-3", with_library, Status.PASS)
+    expect("6.11b-3", with_plan, Status.PASS)
+
+
+def test_the_lessons_buckets_is_named():
+    """問題文の必須: まとめ方は ch6.overlap.buckets と同じだが、使わずに書く。呼べば値は正しくても、その呼び出しを言う。"""
+    def with_library(sizes, bucket_bytes, n, bw, t_backward, latency):
+        return with_plan(sizes, bucket_bytes, n, bw, t_backward, latency, group_by=overlap.buckets)
+    expect("6.11b-3", with_library, Status.FAIL, "本編の overlap.buckets を呼んでいます")
     expect("6.11b-3", event_by_event, Status.PASS)
 
 
@@ -77,7 +84,7 @@ def test_trial_mistakes_are_named():
     最初の葉が上限より大きいときの空のバケットは通っていた。"""
     def before_bucket(sizes, bucket_bytes, n, bw, t_backward, latency):  # そろう時刻をバケットの前までのバイトで
         grand, done, end = sum(sizes), 0, 0.0
-        for group in overlap.buckets(sizes, bucket_bytes):
+        for group in plan(sizes, bucket_bytes):
             nbytes = sum(sizes[i] for i in group)
             end = max(end, t_backward * done / grand) + cost.all_reduce_time(nbytes, n, bw) + latency
             done += nbytes
@@ -100,8 +107,8 @@ def test_trial_mistakes_are_named():
 
     msg = expect("6.11b-3", before_bucket, Status.FAIL, "最初の葉の前まで", "最後の葉までのバイトの和")
     assert "e-0" not in msg, msg
-    expect("6.11b-3", lambda *a: 1e3 * with_library(*a), Status.FAIL, "ミリ秒で返して", "秒で返します")
-    expect("6.11b-3", lambda s, *a: with_library(s[::-1], *a), Status.FAIL, "逆の順", "並べ替えずに")
+    expect("6.11b-3", lambda *a: 1e3 * with_plan(*a), Status.FAIL, "ミリ秒で返して", "秒で返します")
+    expect("6.11b-3", lambda s, *a: with_plan(s[::-1], *a), Status.FAIL, "逆の順", "並べ替えずに")
     expect("6.11b-3", empty_first, Status.FAIL, "空のバケット", "latency")
 
 
