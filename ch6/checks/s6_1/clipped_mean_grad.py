@@ -1,4 +1,8 @@
-"""6.1-4 clipped_mean_grad: DP-SGD の勾配（サンプルごとに切り詰めてから平均）。"""
+"""6.1-4 clipped_mean_grad: DP-SGD の勾配（サンプルごとに切り詰めてから平均）。
+
+隠し入力は CPU に置いて渡し、参照も CPU で計算します（:mod:`ch6.checks.on_cpu`）。float32 の tanh と和の丸めは
+バックエンドで違うので、こうしてどのマシンでも同じ値で比べます（学習者版は CPU で記録した値を引きます）。
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +10,7 @@ import numpy as np
 from ...checking import Fail, call, exercise, expect_no_batch_loop, f32, fmt
 from ...recorded import recorded
 from ..clipping import clipped_mean, clipping_mistakes, sample_norms
+from ..on_cpu import measuring_device, placed_inputs
 from .common import Spy, exercise_rng, expect_tree, expect_used, guard, shape_of, tree_close
 
 # 6.1-4 -------------------------------------------------------------------------------
@@ -40,7 +45,8 @@ def _expected(params, xs, ys) -> dict:
 
     # サンプルごとの勾配: 1 件ずつ grad（チェック側なので素直なループ）。葉の先頭にサンプルの軸
     loss_fn = _loss_4(Spy(), xs.shape[1])
-    grads = [jax.grad(loss_fn)(params, x, y) for x, y in zip(xs, ys)]
+    with jax.default_device(measuring_device()):  # 学習者の関数と同じ CPU で
+        grads = [jax.grad(loss_fn)(params, x, y) for x, y in zip(xs, ys)]
     per = jax.tree.map(lambda *g: np.stack([np.asarray(v, np.float64) for v in g]), *grads)
     norms = sample_norms(per)
     # 境目 max_norm をサンプルのノルムの中ほどに置き（切り詰めるサンプルと、そのままのサンプルの両方がある）、
@@ -88,12 +94,13 @@ def check_clipped_mean_grad(fn):
     ref = _expected(params, xs, ys)
     max_norm, small, want, want_small = ref["max_norm"], ref["small"], ref["want"], ref["want_small"]
     spy = Spy()
-    got = call(fn, _loss_4(spy, d), params, xs, ys, max_norm)
+    params_c, xs_c, ys_c = placed_inputs((params, xs, ys))  # 学習者の関数は CPU で計算する（モジュールの説明）
+    got = call(fn, _loss_4(spy, d), params_c, xs_c, ys_c, max_norm)
     expect_used("loss_fn", spy)
     got_leaves, want_leaves = _leaves_or_empty(got), _leaves_or_empty(want)
     if len(got_leaves) == len(want_leaves) and all(shape_of(g) == (b, *np.shape(w)) for g, w in zip(got_leaves, want_leaves)):
         raise Fail(f"葉の先頭にサンプルの軸（{b}）が残っています。クリップした勾配を、最後にサンプルについて平均してください。")
-    got_small = call(fn, _loss_4(Spy(), d), params, xs, ys, small)
+    got_small = call(fn, _loss_4(Spy(), d), params_c, xs_c, ys_c, small)
     if not (tree_close(got, want) and tree_close(got_small, want_small)):
         for key, msg in _MISTAKES.items():
             alt, alt_small = ref["mistakes"][key]

@@ -55,26 +55,6 @@ def compile_events():
         jax.monitoring.unregister_event_duration_listener(listener)
 
 
-# ---------------------------------------------------------------- 6.7-3（microbatch_budget）と 6.7-4（remat_budget）の測定
-
-def measuring_device():
-    """隠し入力を置くデバイス: CPU（なければ既定のデバイス）。学習者の関数も表も、隠し入力の FLOP と一時領域を
-    CPU で測るので、どのマシンでも同じ表と同じ判定になり、学習者版は作るときに記録した表を引けます。"""
-    import jax
-
-    try:
-        return jax.devices("cpu")[0]
-    except RuntimeError:  # JAX_PLATFORMS で CPU を外したとき
-        return jax.devices()[0]
-
-
-def placed_inputs(inputs):
-    """隠し入力 inputs（pytree）を :func:`measuring_device` に置いたもの（学習者に渡す値）。"""
-    import jax
-
-    return jax.device_put(inputs, measuring_device())
-
-
 # ---------------------------------------------------------------- 6.7-2（grad_accum）と 6.7-3（microbatch_budget）の小さなモデル
 
 def tanh_model(r: np.random.Generator, batch: int, d: int, h: int):

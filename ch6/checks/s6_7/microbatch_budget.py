@@ -1,6 +1,6 @@
 """6.7-3 fewest_microbatches: メモリの予算（一時領域）に収まる、いちばん少ないマイクロバッチの数。
 
-隠し入力（params と batch）は CPU に置いて渡します（:func:`~ch6.checks.s6_7.common.measuring_device`）。一時領域は
+隠し入力（params と batch）は CPU に置いて渡します（:func:`~ch6.checks.on_cpu.measuring_device`）。一時領域は
 バックエンドで違うので、こうしてどのマシンでも同じ表と判定にし、学習者版は作るときに記録した表と選択
 （:func:`measured`、:func:`choices`）を引きます。
 """
@@ -11,7 +11,8 @@ import re
 from ...checking import CANNOT_TELL, Fail, LearnerError, call, exercise
 from ...recorded import recorded
 from ..chips import number
-from .common import lesson_accumulate, measuring_device, pair, placed_inputs, rng, tanh_model
+from ..on_cpu import measuring_device, placed_inputs
+from .common import lesson_accumulate, pair, rng, tanh_model
 
 _B = 12
 _DIVISORS = (1, 2, 3, 4, 6, 12)  # _B の約数（3 と 6 は 2 のべき乗ではない）

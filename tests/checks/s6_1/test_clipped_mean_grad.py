@@ -102,3 +102,20 @@ def test_6_1_4_wrong():
     expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: loss_fn(params, xs, ys), "fail", "サンプルの軸は vmap")
     expect("6.1-4", lambda loss_fn, params, xs, ys, max_norm: loss_fn(params), "error", "TypeError")
     expect("6.1-4", boom, "error", "ZeroDivisionError")
+
+
+def test_6_1_4_hands_the_inputs_over_on_the_cpu():
+    """隠し入力は CPU に置いて渡す（ch6.checks.on_cpu）。既定のデバイスが別でも、学習者の関数は CPU の配列を受け取り、
+    答えは CPU で計算される。TPU では、CPU の記録と TPU で計算した答えが 3e-4 ずれ、学習者版で正しい答えが落ちた。"""
+    from ch6.checks.on_cpu import measuring_device
+
+    seen = []
+
+    def spying(loss_fn, params, xs, ys, max_norm):
+        if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(xs)):  # jaxpr を見る呼び出しは除く
+            seen.append({d for leaf in jax.tree.leaves((params, xs, ys)) for d in leaf.devices()})
+        return clip_ref(loss_fn, params, xs, ys, max_norm)
+
+    with jax.default_device(jax.devices()[-1]):  # チップのように、既定のデバイスが CPU の 1 番目でない
+        expect("6.1-4", spying, "pass")
+    assert seen and all(s == {measuring_device()} for s in seen), seen
