@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, n_devices, walk
+from ...checking import _subjaxprs as subjaxprs  # 式の入れ子の jaxpr（walk と同じ辿り方）
 from ...hlo import collectives_in
 from ..lesson_calls import lesson_calls
 from .common import exercise_rng
@@ -86,8 +87,12 @@ def _run(fn, mesh, x, w):
     return np.asarray(got), g, (xs, ws)
 
 
+LOOPS = {"while", "scan"}  # lax.fori_loop・lax.while_loop・lax.scan
+
+
 def _structure(g, args, n: int):
-    """jaxpr の ppermute の組の列と、ほかの集団通信の名前の集合。"""
+    """jaxpr の ppermute の組の列、ほかの集団通信の名前の集合、ppermute を中に持つループがあるか。
+    ループの中の ppermute は jaxpr に 1 度だけ現れるので、送る回数は数えられない。"""
     import jax
 
     try:
@@ -95,7 +100,9 @@ def _structure(g, args, n: int):
     except Exception as exc:  # 呼び出しは通ったので、ここで失敗することはまずない
         raise LearnerError(exc) from exc
     perms = [frozenset(tuple(p) for p in e.params["perm"]) for e in eqns if e.primitive.name in PERMUTE]
-    return perms, {e.primitive.name for e in eqns if e.primitive.name in OTHERS}
+    looped = any(i.primitive.name in PERMUTE for e in eqns if e.primitive.name in LOOPS
+                 for sub in subjaxprs(e) for i in walk(sub))
+    return perms, {e.primitive.name for e in eqns if e.primitive.name in OTHERS}, looped
 
 
 def second_mesh(n: int):
@@ -149,7 +156,10 @@ def check_allgather_matmul_two_way(fn):
             raise Fail(f"ppermute が {len(perms)} 回で、合わせて n − 1 = {n - 1} 回のはずです。ステップ s は range(1, n // 2 + 1)"
                        " で 1 から ⌊n/2⌋ まで回し、左回りは s ≤ ⌊(n − 1)/2⌋ のときだけ送ります。")
         raise Fail(f"出力が all_gather(x) @ w と一致しません（デバイス {n} 個）。届いたシャード c の積を、行 c·m から書きます。")
-    perms, others = _structure(g, args, n)
+    perms, others, looped = _structure(g, args, n)
+    if looped and n > 1:
+        raise Fail("ppermute を lax.fori_loop（または scan、while_loop）の中に書いています。ループの中の ppermute は "
+                   "jaxpr に 1 回だけ現れ、送る回数と向きを確かめられません。ステップは Python の for で書いてください。")
     if others:
         used = "・".join(sorted(others))
         raise Fail(f"{used} を使っています。この問題では、シャードを lax.ppermute だけで右回りと左回りに送ります。")

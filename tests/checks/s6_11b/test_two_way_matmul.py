@@ -164,3 +164,30 @@ def test_shape_and_axis_mistakes():
 def test_not_done_and_learner_error():
     expect("6.11b-1", not_done, Status.NOT_DONE)
     expect("6.11b-1", boom, Status.ERROR, "ZeroDivisionError")
+
+
+def fori_steps(x, w, axis_name):
+    """正しい値を lax.fori_loop で: 右回りと左回りのステップを 1 つずつのループに。ループの中の ppermute は jaxpr に
+    1 回だけ現れ、回数を数えられない（学習者の試行: 「右回り 1 回、左回り 1 回でした」と言われていた）。"""
+    n, d, m = lax.axis_size(axis_name), lax.axis_index(axis_name), x.shape[0]
+    right = [(j, (j + 1) % n) for j in range(n)]
+    left = [(j, (j - 1) % n) for j in range(n)]
+    out = lax.dynamic_update_slice_in_dim(jnp.zeros((n * m, w.shape[1]), x.dtype), x @ w, d * m, 0)
+
+    def step(perm, sign):
+        def body(s, carry):
+            acc, shard = carry
+            shard = lax.ppermute(shard, axis_name, perm)
+            return lax.dynamic_update_slice_in_dim(acc, shard @ w, ((d - sign * s) % n) * m, 0), shard
+        return body
+
+    out, _ = lax.fori_loop(1, n // 2 + 1, step(right, 1), (out, x))
+    out, _ = lax.fori_loop(1, (n - 1) // 2 + 1, step(left, -1), (out, x))
+    return out
+
+
+def test_a_loop_around_ppermute_is_named():
+    if N == 1:
+        expect("6.11b-1", fori_steps, Status.PASS)  # ppermute を送らない: 確かめることがない
+    else:
+        expect("6.11b-1", fori_steps, Status.FAIL, "lax.fori_loop", "Python の for")
