@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...checking import Fail, LearnerError, call, cannot_tell, exercise, f32, fmt, is_close, n_devices, walk
-from ...checking import _subjaxprs as subjaxprs  # 式の入れ子の jaxpr（walk と同じ辿り方）
 from ...hlo import collectives_in
 from ..lesson_calls import lesson_calls
 from .common import exercise_rng
@@ -90,6 +89,14 @@ def _run(fn, mesh, x, w):
 LOOPS = {"while", "scan"}  # lax.fori_loop・lax.while_loop・lax.scan
 
 
+def _loop_bodies(eqn):
+    """ループの式の本体の jaxpr（scan の jaxpr、while の cond_jaxpr と body_jaxpr）。"""
+    for key in ("jaxpr", "cond_jaxpr", "body_jaxpr"):
+        body = eqn.params.get(key)
+        if body is not None:
+            yield getattr(body, "jaxpr", body)
+
+
 def _structure(g, args, n: int):
     """jaxpr の ppermute の組の列、ほかの集団通信の名前の集合、ppermute を中に持つループがあるか。
     ループの中の ppermute は jaxpr に 1 度だけ現れるので、送る回数は数えられない。"""
@@ -101,7 +108,7 @@ def _structure(g, args, n: int):
         raise LearnerError(exc) from exc
     perms = [frozenset(tuple(p) for p in e.params["perm"]) for e in eqns if e.primitive.name in PERMUTE]
     looped = any(i.primitive.name in PERMUTE for e in eqns if e.primitive.name in LOOPS
-                 for sub in subjaxprs(e) for i in walk(sub))
+                 for body in _loop_bodies(e) for i in walk(body))
     return perms, {e.primitive.name for e in eqns if e.primitive.name in OTHERS}, looped
 
 
